@@ -1,0 +1,232 @@
+package kernel
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/cilium/ebpf/btf"
+)
+
+// symKey identifies a symbol name within vmlinux ("") or a module.
+type symKey struct{ module, name string }
+
+// builder joins BTF, kallsyms and the traceable set into Functions.
+type builder struct {
+	specs  map[string]*btf.Spec            // module -> BTF
+	funcs  map[string]map[string][]btfFunc // module -> name -> BTF functions
+	ksyms  map[symKey][]uint64             // kallsyms addresses, zeros included
+	used   map[string]map[string]bool      // module -> BTF names matched to a traceable symbol
+	clones map[symKey][]string             // module+base name -> clone symbols in kallsyms
+}
+
+func groupSymbols(syms []Symbol) map[symKey][]uint64 {
+	m := make(map[symKey][]uint64, len(syms))
+	for _, s := range syms {
+		k := symKey{s.Module, s.Name}
+		m[k] = append(m[k], s.Addr)
+	}
+	return m
+}
+
+// loadModules loads the split BTF of every module that has symbols. A
+// module whose BTF is missing or broken keeps its functions, without
+// prototypes.
+func (b *builder) loadModules(fsys fs.FS, vmlinux *btf.Spec, ksyms []Symbol) error {
+	seen := map[string]bool{"": true}
+	for _, s := range ksyms {
+		if seen[s.Module] {
+			continue
+		}
+		seen[s.Module] = true
+		spec, err := loadSpec(fsys, s.Module, vmlinux)
+		if errors.Is(err, fs.ErrNotExist) {
+			slog.Debug("module has no BTF", "module", s.Module)
+			continue
+		}
+		if err != nil {
+			slog.Warn("skipping module BTF", "module", s.Module, "err", err)
+			continue
+		}
+		funcs, err := btfFuncs(spec)
+		if err != nil {
+			return fmt.Errorf("module %s: %w", s.Module, err)
+		}
+		b.specs[s.Module] = spec
+		b.funcs[s.Module] = funcs
+	}
+	return nil
+}
+
+// btfSymbols returns the kallsyms symbols that have a BTF prototype: the
+// traceable set assumed when tracefs cannot be read.
+func (b *builder) btfSymbols(ksyms []Symbol) []Symbol {
+	var out []Symbol
+	for _, s := range ksyms {
+		if _, _, ok := b.resolve(s.Module, s.Name); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// resolve finds the BTF prototype of a symbol. It reports the BTF name it
+// matched in note when that differs from the symbol, or why there is none.
+func (b *builder) resolve(module, name string) (fn btfFunc, note string, ok bool) {
+	funcs, hasBTF := b.funcs[module]
+	if !hasBTF {
+		return btfFunc{}, "module " + module + " has no BTF", false
+	}
+	if fns, found := funcs[name]; found {
+		return pick(name, fns)
+	}
+	base, suffix := splitSuffix(name)
+	if suffix == "" {
+		return btfFunc{}, "not in BTF", false
+	}
+	if !suffixKeepsABI(suffix) {
+		return btfFunc{}, suffixNote(base, suffix), false
+	}
+	fns, found := funcs[base]
+	if !found {
+		return btfFunc{}, "not in BTF (nor " + base + ")", false
+	}
+	fn, note, ok = pick(base, fns)
+	if ok {
+		note = "renamed by LTO; prototype of " + base
+	}
+	return fn, note, ok
+}
+
+// pick chooses among BTF functions of one name. Static functions of several
+// files can share a name; their prototypes are only trusted when they agree.
+func pick(name string, fns []btfFunc) (btfFunc, string, bool) {
+	first := declare(fns[0].fn.Type, "")
+	for _, f := range fns[1:] {
+		if declare(f.fn.Type, "") != first {
+			return btfFunc{}, fmt.Sprintf("BTF has %d different prototypes for %s", len(fns), name), false
+		}
+	}
+	return fns[0], "", true
+}
+
+// build makes the sorted function list: the traceable set first, then the
+// BTF functions that are not in it.
+func (b *builder) build(traced []Symbol, source Source) []Function {
+	type group struct {
+		addrs []uint64
+		count int
+	}
+	groups := make(map[symKey]*group)
+	var keys []symKey
+	for _, s := range traced {
+		k := symKey{s.Module, s.Name}
+		g := groups[k]
+		if g == nil {
+			g = &group{}
+			groups[k] = g
+			keys = append(keys, k)
+		}
+		g.count++
+		g.addrs = append(g.addrs, s.Addr)
+	}
+
+	b.used = make(map[string]map[string]bool)
+	funcs := make([]Function, 0, len(keys)+len(b.funcs[""])/4)
+	for _, k := range keys {
+		g := groups[k]
+		f := Function{Name: k.name, Module: k.module, Traceable: true}
+		addrs := g.addrs
+		if source == FromFilterNames {
+			addrs = b.ksyms[k]
+			if len(addrs) != g.count {
+				addrs = nil
+				f.AddrNote = fmt.Sprintf("%d traceable of %d symbols named %s; which ones is unknown without %s", g.count, len(b.ksyms[k]), k.name, filterAddrs)
+			}
+		}
+		f.Addrs = nonZero(addrs)
+		if f.Addrs == nil && f.AddrNote == "" {
+			f.AddrNote = "address hidden by the kernel"
+		}
+		fn, note, ok := b.resolve(k.module, k.name)
+		f.ProtoNote = note
+		if ok {
+			f.Proto, f.BTFID = fn.fn, fn.id
+			b.markUsed(k.module, fn.fn.Name)
+		}
+		funcs = append(funcs, f)
+	}
+	funcs = append(funcs, b.untraceable()...)
+	slices.SortFunc(funcs, func(x, y Function) int {
+		return cmp.Or(strings.Compare(x.Name, y.Name), strings.Compare(x.Module, y.Module))
+	})
+	return funcs
+}
+
+func (b *builder) markUsed(module, name string) {
+	if b.used[module] == nil {
+		b.used[module] = make(map[string]bool)
+	}
+	b.used[module][name] = true
+}
+
+// untraceable returns the BTF functions no traceable symbol matched, each
+// with the reason.
+func (b *builder) untraceable() []Function {
+	b.indexClones()
+	var out []Function
+	for module, funcs := range b.funcs {
+		for name, fns := range funcs {
+			if b.used[module][name] {
+				continue
+			}
+			k := symKey{module, name}
+			f := Function{Name: name, Module: module, Addrs: nonZero(b.ksyms[k])}
+			if fn, note, ok := pick(name, fns); ok {
+				f.Proto, f.BTFID = fn.fn, fn.id
+			} else {
+				f.ProtoNote = note
+			}
+			switch clones := b.clones[k]; {
+			case b.ksyms[k] != nil:
+				f.Reason = "not in available_filter_functions: notrace, or not patchable by ftrace"
+			case len(clones) > 0:
+				f.Reason = "no symbol of its own, only compiler clones: " + strings.Join(clones, ", ")
+			default:
+				f.Reason = "not in /proc/kallsyms: inlined into its callers, or freed after boot"
+			}
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// indexClones maps each base name to the suffixed symbols of kallsyms.
+func (b *builder) indexClones() {
+	b.clones = make(map[symKey][]string)
+	for k := range b.ksyms {
+		if base, suffix := splitSuffix(k.name); suffix != "" {
+			bk := symKey{k.module, base}
+			b.clones[bk] = append(b.clones[bk], k.name)
+		}
+	}
+	for _, names := range b.clones {
+		slices.Sort(names)
+	}
+}
+
+// nonZero returns the known addresses, ascending, or nil.
+func nonZero(addrs []uint64) []uint64 {
+	var out []uint64
+	for _, a := range addrs {
+		if a != 0 {
+			out = append(out, a)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

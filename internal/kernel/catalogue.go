@@ -1,0 +1,300 @@
+// Package kernel knows the running kernel's functions: which ones exist,
+// which can be traced, where they live and what their BTF prototypes are.
+//
+// A Catalogue joins three sources: kernel BTF (vmlinux and modules, under
+// /sys/kernel/btf), the traceable set from tracefs
+// (available_filter_functions_addrs from 6.5, else
+// available_filter_functions joined with /proc/kallsyms) and the
+// addresses from /proc/kallsyms. Each messy case of real kernels is kept
+// explicit in the Function entries rather than papered over: names at
+// several addresses, compiler clones (.isra.0, .constprop.0, .part.0,
+// .cold, .llvm.NNN), functions in BTF that cannot be traced, traceable
+// functions without BTF, and module functions.
+package kernel
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"strings"
+	"sync"
+
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sync/errgroup"
+)
+
+// Paths of the kernel files, relative to the root of the file system a
+// catalogue is loaded from.
+const (
+	btfDir        = "sys/kernel/btf"
+	kallsymsPath  = "proc/kallsyms"
+	filterAddrs   = "available_filter_functions_addrs"
+	filterNames   = "available_filter_functions"
+	vmlinuxModule = "vmlinux"
+)
+
+// tracefsDirs are the places tracefs is mounted, newest first.
+var tracefsDirs = []string{"sys/kernel/tracing", "sys/kernel/debug/tracing"}
+
+// ErrNoBTF is returned when the kernel has no BTF.
+var ErrNoBTF = errors.New("kernel BTF not found (the kernel needs CONFIG_DEBUG_INFO_BTF=y)")
+
+// Source tells where a catalogue learnt which functions are traceable.
+type Source int
+
+const (
+	// FromFilterAddrs is tracefs's available_filter_functions_addrs (6.5+).
+	FromFilterAddrs Source = iota + 1
+	// FromFilterNames is available_filter_functions joined with kallsyms.
+	FromFilterNames
+	// FromKallsymsBTF is the fallback when tracefs cannot be read: every
+	// BTF function with a symbol in kallsyms is assumed traceable.
+	FromKallsymsBTF
+)
+
+func (s Source) String() string {
+	switch s {
+	case FromFilterAddrs:
+		return filterAddrs
+	case FromFilterNames:
+		return filterNames + " + kallsyms"
+	case FromKallsymsBTF:
+		return "BTF functions in kallsyms"
+	}
+	return fmt.Sprintf("Source(%d)", int(s))
+}
+
+// Function is one kernel function of the catalogue.
+type Function struct {
+	// Name is the symbol name, compiler suffix included ("foo.isra.0").
+	Name string
+	// Module is the module the function lives in, "" for vmlinux.
+	Module string
+	// Addrs are the function's entry addresses, ascending. A static
+	// function defined in several files has several. Nil when the kernel
+	// hides addresses or when they cannot be told apart (see AddrNote).
+	Addrs []uint64
+	// Proto is the BTF function, nil when no prototype applies (see
+	// ProtoNote). Its name lacks any .llvm.NNN suffix of Name.
+	Proto *btf.Func
+	// BTFID is Proto's type ID in its BTF object (vmlinux, or the module's
+	// split BTF), 0 without Proto.
+	BTFID btf.TypeID
+	// Traceable reports whether ftrace can attach to the function.
+	Traceable bool
+	// Reason says why the function is not traceable.
+	Reason string
+	// ProtoNote says why Proto is nil, or how a suffixed symbol was
+	// matched to its prototype.
+	ProtoNote string
+	// AddrNote says why Addrs is nil for a traceable function.
+	AddrNote string
+}
+
+// Catalogue is the set of kernel functions. It is immutable once loaded and
+// safe for concurrent use.
+type Catalogue struct {
+	funcs     []Function
+	byName    map[string][]int
+	specs     map[string]*btf.Spec
+	traceable []Symbol
+	source    Source
+	notice    string
+}
+
+// Functions returns every function, sorted by name then module.
+func (c *Catalogue) Functions() []Function { return c.funcs }
+
+// Lookup returns the functions called name (one per module that has it).
+func (c *Catalogue) Lookup(name string) []*Function {
+	var fns []*Function
+	for _, i := range c.byName[name] {
+		fns = append(fns, &c.funcs[i])
+	}
+	return fns
+}
+
+// Spec returns the BTF of a module ("" for vmlinux), nil if not loaded.
+func (c *Catalogue) Spec(module string) *btf.Spec { return c.specs[module] }
+
+// Traceable returns the traceable set the catalogue used, exactly as read
+// from Source: one entry per line of available_filter_functions(_addrs),
+// or per kallsyms symbol in the fallback.
+func (c *Catalogue) Traceable() []Symbol { return c.traceable }
+
+// Source tells where the traceable set came from.
+func (c *Catalogue) Source() Source { return c.source }
+
+// Notice is a one-line message for the user about a degraded source
+// (tracefs unreadable, addresses hidden), "" when all is well.
+func (c *Catalogue) Notice() string { return c.notice }
+
+var live = sync.OnceValues(func() (*Catalogue, error) { return Load(os.DirFS("/")) })
+
+// Live returns the catalogue of the running kernel, loaded on first use
+// and shared afterwards.
+func Live() (*Catalogue, error) { return live() }
+
+// Load builds a catalogue from the kernel files under fsys, a file system
+// laid out like / (sys/kernel/btf/vmlinux, proc/kallsyms,
+// sys/kernel/tracing/...). Tests pass fixtures; Live passes the real root.
+func Load(fsys fs.FS) (*Catalogue, error) {
+	var (
+		vmlinux  *btf.Spec
+		vmFuncs  map[string][]btfFunc
+		ksyms    []Symbol
+		traced   []Symbol
+		source   Source
+		tfsError error
+	)
+	var g errgroup.Group
+	g.Go(func() error {
+		var err error
+		vmlinux, err = loadSpec(fsys, vmlinuxModule, nil)
+		if err != nil {
+			return err
+		}
+		vmFuncs, err = btfFuncs(vmlinux)
+		return err
+	})
+	g.Go(func() error {
+		data, err := fs.ReadFile(fsys, kallsymsPath)
+		if err != nil {
+			return fmt.Errorf("read kernel symbols: %w", err)
+		}
+		if ksyms, err = parseKallsyms(bytes.NewReader(data)); err != nil {
+			return err
+		}
+		traced, source, tfsError = readTracefs(fsys)
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+
+	b := builder{
+		specs: map[string]*btf.Spec{"": vmlinux},
+		funcs: map[string]map[string][]btfFunc{"": vmFuncs},
+		ksyms: groupSymbols(ksyms),
+	}
+	if err := b.loadModules(fsys, vmlinux, ksyms); err != nil {
+		return nil, err
+	}
+	c := &Catalogue{specs: b.specs, source: source, traceable: traced}
+	if tfsError != nil {
+		c.source = FromKallsymsBTF
+		c.traceable = b.btfSymbols(ksyms)
+		c.notice = fmt.Sprintf("tracefs is not readable (%v): assuming every BTF function in /proc/kallsyms is traceable", tfsError)
+		slog.Debug("tracefs unreadable, falling back to BTF functions in kallsyms", "err", tfsError)
+	}
+	if hidden := addrsHidden(ksyms); hidden {
+		msg := "/proc/kallsyms hides addresses (run as root): functions can be attached by name only"
+		c.notice = strings.TrimPrefix(c.notice+"; "+msg, "; ")
+	}
+	c.funcs = b.build(c.traceable, c.source)
+	c.byName = make(map[string][]int, len(c.funcs))
+	for i, f := range c.funcs {
+		c.byName[f.Name] = append(c.byName[f.Name], i)
+	}
+	return c, nil
+}
+
+// readTracefs reads the traceable set from the first tracefs mount that
+// has it.
+func readTracefs(fsys fs.FS) ([]Symbol, Source, error) {
+	var errs []error
+	for _, dir := range tracefsDirs {
+		for _, f := range []struct {
+			name   string
+			source Source
+		}{{filterAddrs, FromFilterAddrs}, {filterNames, FromFilterNames}} {
+			data, err := fs.ReadFile(fsys, path.Join(dir, f.name))
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			syms, err := parseFilterFunctions(bytes.NewReader(data), f.source == FromFilterAddrs)
+			if err != nil {
+				return nil, 0, err
+			}
+			if len(syms) == 0 {
+				errs = append(errs, fmt.Errorf("%s/%s is empty", dir, f.name))
+				continue
+			}
+			return syms, f.source, nil
+		}
+	}
+	return nil, 0, firstInteresting(errs)
+}
+
+// firstInteresting picks the error to show the user among the failed
+// attempts: a permission problem beats a missing file.
+func firstInteresting(errs []error) error {
+	for _, err := range errs {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return errors.New("no available_filter_functions under /sys/kernel/tracing or /sys/kernel/debug/tracing")
+}
+
+func addrsHidden(syms []Symbol) bool {
+	for _, s := range syms {
+		if s.Addr != 0 {
+			return false
+		}
+	}
+	return len(syms) > 0
+}
+
+// loadSpec loads the BTF of vmlinux (base == nil) or of a module.
+func loadSpec(fsys fs.FS, module string, base *btf.Spec) (*btf.Spec, error) {
+	data, err := fs.ReadFile(fsys, path.Join(btfDir, module))
+	if errors.Is(err, fs.ErrNotExist) && base == nil {
+		return nil, ErrNoBTF
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read BTF of %s: %w", module, err)
+	}
+	var spec *btf.Spec
+	if base == nil {
+		spec, err = btf.LoadSpecFromReader(bytes.NewReader(data))
+	} else {
+		spec, err = btf.LoadSplitSpecFromReader(bytes.NewReader(data), base)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parse BTF of %s: %w", module, err)
+	}
+	return spec, nil
+}
+
+// btfFunc is a function of one BTF object.
+type btfFunc struct {
+	fn *btf.Func
+	id btf.TypeID
+}
+
+// btfFuncs indexes the functions of spec by name. For a module's split
+// BTF only the module's own types are visited.
+func btfFuncs(spec *btf.Spec) (map[string][]btfFunc, error) {
+	funcs := make(map[string][]btfFunc)
+	for typ, err := range spec.All() {
+		if err != nil {
+			return nil, fmt.Errorf("read BTF types: %w", err)
+		}
+		fn, ok := typ.(*btf.Func)
+		if !ok {
+			continue
+		}
+		id, err := spec.TypeID(fn)
+		if err != nil {
+			return nil, fmt.Errorf("BTF ID of %s: %w", fn.Name, err)
+		}
+		funcs[fn.Name] = append(funcs[fn.Name], btfFunc{fn, id})
+	}
+	return funcs, nil
+}
