@@ -1,0 +1,502 @@
+// Package decode turns the raw bytes the kernel captures for a traced call
+// into typed values, using the kernel's BTF.
+//
+// The kernel side hands over, per argument, its 8-byte slot(s) and, for
+// pointer arguments, up to a budget of bytes copied from behind the pointer
+// (a NUL-terminated string for char pointers). A Decoder turns these into
+// Value trees: integers, booleans, enumerators by name, strings, symbolised
+// pointers, and structs, unions and arrays cut to a readable size.
+//
+// trawl supports little-endian targets only (x86-64, arm64): raw bytes and
+// bitfield offsets are read as little-endian.
+package decode
+
+import (
+	"encoding/binary"
+	"math"
+	"math/bits"
+	"strings"
+
+	"github.com/cilium/ebpf/btf"
+)
+
+// Symbolizer maps kernel addresses to symbols; the kernel package provides
+// one backed by kallsyms. Symbolize must return ok=false for addresses that
+// do not fall inside a known symbol (heap, stack, user memory), so that they
+// are shown as plain hex rather than as a far offset from an unrelated
+// symbol. It is called from the decoding goroutine only.
+type Symbolizer interface {
+	Symbolize(addr uint64) (name string, off uint64, ok bool)
+}
+
+// Options control how much of a value is shown. The zero value gives the
+// defaults of the command.
+type Options struct {
+	// Depth is how many levels of nested structs, unions and arrays are
+	// shown; deeper ones are marked Elided. 0 means DefaultDepth.
+	Depth int
+	// MaxBytes is the longest string or byte run shown; longer ones are cut
+	// and More counts the bytes not shown. 0 means DefaultMaxBytes.
+	MaxBytes int
+	// ArrayLen is how many array elements are shown; More counts the rest.
+	// 0 means DefaultArrayLen.
+	ArrayLen int
+	// Fields is how many struct members the default view shows; More counts
+	// the non-zero ones left out. 0 means DefaultFields.
+	Fields int
+	// Full shows every member in declaration order, zero or not, with every
+	// union alternative, and cuts no array or string. Depth still applies.
+	Full bool
+}
+
+// Defaults for Options.
+const (
+	DefaultDepth    = 2
+	DefaultMaxBytes = 64
+	DefaultArrayLen = 8
+	DefaultFields   = 8
+)
+
+// Raw is one argument as the kernel captured it.
+type Raw struct {
+	// Slots holds the argument's register or stack slot; Slots[1] is used
+	// only by structs of 9 to 16 bytes passed by value.
+	Slots [2]uint64
+	// Data holds the bytes copied from behind a pointer argument, nil if
+	// none were. It may be shorter than the pointed-to type: the value is
+	// then marked Truncated. For char pointers it holds the string and its
+	// terminating NUL; a string without NUL was cut by the budget.
+	Data []byte
+}
+
+// A Decoder decodes values. It caches a decode plan per struct type, so one
+// Decoder should live as long as the BTF it decodes; it is not safe for
+// concurrent use.
+type Decoder struct {
+	opts  Options
+	sym   Symbolizer
+	plans map[btf.Type]*plan
+}
+
+// NewDecoder returns a Decoder. sym may be nil: pointers are then shown as hex.
+func NewDecoder(opts Options, sym Symbolizer) *Decoder {
+	if opts.Depth <= 0 {
+		opts.Depth = DefaultDepth
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	if opts.ArrayLen <= 0 {
+		opts.ArrayLen = DefaultArrayLen
+	}
+	if opts.Fields <= 0 {
+		opts.Fields = DefaultFields
+	}
+	return &Decoder{opts: opts, sym: sym, plans: map[btf.Type]*plan{}}
+}
+
+// Value decodes a value of type t held in memory as raw. raw may be shorter
+// than t: what is there is shown and the value is marked Truncated.
+func (d *Decoder) Value(t btf.Type, raw []byte) Value {
+	u, be := resolve(t)
+	return d.value(u, be, raw, 0)
+}
+
+// Arg decodes the argument name of type t from what the kernel captured.
+// A non-NULL pointer with captured Data is shown as the value it points to.
+func (d *Decoder) Arg(name string, t btf.Type, r Raw) Value {
+	u, be := resolve(t)
+	var v Value
+	if p, ok := u.(*btf.Pointer); ok && r.Data != nil && r.Slots[0] != 0 {
+		v = d.pointee(p.Target, r.Data)
+	} else {
+		var buf [16]byte
+		binary.LittleEndian.PutUint64(buf[:8], r.Slots[0])
+		binary.LittleEndian.PutUint64(buf[8:], r.Slots[1])
+		v = d.value(u, be, buf[:], 0)
+	}
+	v.Name = name
+	return v
+}
+
+// Ret decodes a return value of type t from its register. Negative error
+// numbers returned as signed integers or as error pointers (ERR_PTR) become
+// KindErrno. A void type gives KindNone.
+func (d *Decoder) Ret(t btf.Type, raw uint64) Value {
+	u, _ := resolve(t)
+	switch u := u.(type) {
+	case *btf.Void:
+		return Value{}
+	case *btf.Int:
+		if u.Encoding == btf.Signed && u.Size <= 8 {
+			if x := signExtend(raw, 8*uint(u.Size)); isErrno(x) {
+				return errnoValue(x)
+			}
+		}
+	case *btf.Pointer:
+		if isErrno(int64(raw)) {
+			return errnoValue(int64(raw))
+		}
+	}
+	return d.Arg("", t, Raw{Slots: [2]uint64{raw}})
+}
+
+// maxErrno is the largest error number the kernel returns (MAX_ERRNO).
+const maxErrno = 4095
+
+func isErrno(x int64) bool { return x < 0 && x >= -maxErrno }
+
+func errnoValue(x int64) Value {
+	return Value{Kind: KindErrno, Bits: uint64(x), Str: ErrnoName(-x)}
+}
+
+// resolve skips typedefs and qualifiers. be reports a big-endian typedef
+// (__be16, __be32, __be64) on the way: such integers are shown in host
+// order. A nil type is Void.
+func resolve(t btf.Type) (u btf.Type, be bool) {
+	for range 64 { // bounds malformed, cyclic BTF
+		switch v := t.(type) {
+		case nil:
+			return (*btf.Void)(nil), be
+		case *btf.Typedef:
+			be = be || strings.HasPrefix(v.Name, "__be")
+			t = v.Type
+		case *btf.Const:
+			t = v.Type
+		case *btf.Volatile:
+			t = v.Type
+		case *btf.Restrict:
+			t = v.Type
+		case *btf.TypeTag:
+			t = v.Type
+		default:
+			return t, be
+		}
+	}
+	return (*btf.Void)(nil), be
+}
+
+// value decodes a value of resolved type u from raw at nesting depth depth.
+func (d *Decoder) value(u btf.Type, be bool, raw []byte, depth int) Value {
+	switch u := u.(type) {
+	case *btf.Int, *btf.Enum, *btf.Float, *btf.Pointer:
+		size := scalarSize(u)
+		x, ok := readUint(raw, size)
+		if !ok {
+			return Value{Kind: KindUnknown, Flags: Truncated}
+		}
+		if be && size > 1 {
+			x = swap(x, size)
+		}
+		return d.scalar(u, x, 8*uint(size))
+	case *btf.Struct, *btf.Union:
+		return d.composite(u, raw, depth)
+	case *btf.Array:
+		return d.array(u, raw, depth)
+	}
+	return d.bytes(raw)
+}
+
+// scalarSize returns the size in bytes of a scalar type.
+func scalarSize(u btf.Type) int {
+	switch u := u.(type) {
+	case *btf.Int:
+		return int(u.Size)
+	case *btf.Enum:
+		return int(u.Size)
+	case *btf.Float:
+		return int(u.Size)
+	}
+	return 8 // pointers: both supported targets are 64-bit
+}
+
+// scalar makes a Value of resolved scalar type u from its width low bits x.
+func (d *Decoder) scalar(u btf.Type, x uint64, width uint) Value {
+	switch u := u.(type) {
+	case *btf.Int:
+		switch {
+		case u.Encoding == btf.Bool:
+			return Value{Kind: KindBool, Bits: b2u(x != 0)}
+		case u.Encoding == btf.Signed:
+			return Value{Kind: KindInt, Bits: uint64(signExtend(x, width))}
+		}
+		return Value{Kind: KindUint, Bits: x}
+	case *btf.Enum:
+		if u.Signed {
+			x = uint64(signExtend(x, width))
+		}
+		return Value{Kind: KindEnum, Bits: x, Str: enumName(u, x)}
+	case *btf.Float:
+		if width == 32 {
+			return Value{Kind: KindFloat, Bits: math.Float64bits(float64(math.Float32frombits(uint32(x))))}
+		}
+		return Value{Kind: KindFloat, Bits: x}
+	}
+	return d.pointer(x)
+}
+
+// pointer makes a Value of an address, symbolised if it can be.
+func (d *Decoder) pointer(addr uint64) Value {
+	v := Value{Kind: KindPointer, Bits: addr}
+	if addr != 0 && d.sym != nil {
+		if name, off, ok := d.sym.Symbolize(addr); ok {
+			v.Str, v.Off = name, off
+		}
+	}
+	return v
+}
+
+// pointee decodes the captured bytes behind a pointer to target.
+func (d *Decoder) pointee(target btf.Type, data []byte) Value {
+	u, be := resolve(target)
+	switch u := u.(type) {
+	case *btf.Int:
+		if isChar(u) {
+			return d.cstring(data, true)
+		}
+	case *btf.Void, *btf.Fwd, *btf.FuncProto:
+		return d.bytes(data)
+	}
+	return d.value(u, be, data, 0)
+}
+
+// cstring makes a string Value of the bytes up to the first NUL. Without a
+// NUL the string is marked Truncated if open says it may go on.
+func (d *Decoder) cstring(b []byte, open bool) Value {
+	v := Value{Kind: KindString}
+	if i := indexNUL(b); i >= 0 {
+		b = b[:i]
+	} else if open {
+		v.Flags |= Truncated
+	}
+	if !d.opts.Full && len(b) > d.opts.MaxBytes {
+		v.More = int32(len(b) - d.opts.MaxBytes)
+		b = b[:d.opts.MaxBytes]
+	}
+	v.Str = string(b)
+	return v
+}
+
+// bytes makes a Value of raw memory, cut to MaxBytes.
+func (d *Decoder) bytes(b []byte) Value {
+	v := Value{Kind: KindBytes}
+	if !d.opts.Full && len(b) > d.opts.MaxBytes {
+		v.More = int32(len(b) - d.opts.MaxBytes)
+		b = b[:d.opts.MaxBytes]
+	}
+	v.Str = string(b)
+	return v
+}
+
+// array decodes an array; char arrays become strings.
+func (d *Decoder) array(a *btf.Array, raw []byte, depth int) Value {
+	eu, be := resolve(a.Type)
+	if i, ok := eu.(*btf.Int); ok && isChar(i) {
+		n := min(int(a.Nelems), len(raw))
+		return d.cstring(raw[:n], n < int(a.Nelems))
+	}
+	v := Value{Kind: KindArray}
+	if depth >= d.opts.Depth {
+		v.Flags |= Elided
+		return v
+	}
+	size, err := btf.Sizeof(eu)
+	if err != nil || size <= 0 {
+		return v
+	}
+	n := int(a.Nelems)
+	show := n
+	if !d.opts.Full {
+		show = min(n, d.opts.ArrayLen)
+	}
+	have := len(raw) / size
+	if have < show {
+		show = have
+		v.Flags |= Truncated
+	}
+	v.Fields = make([]Value, show)
+	for i := range show {
+		v.Fields[i] = d.value(eu, be, raw[i*size:(i+1)*size], depth+1)
+	}
+	v.More = int32(n - show)
+	return v
+}
+
+// composite decodes a struct or union with its plan.
+func (d *Decoder) composite(t btf.Type, raw []byte, depth int) Value {
+	v := Value{Kind: KindStruct}
+	if depth >= d.opts.Depth {
+		v.Flags |= Elided
+		return v
+	}
+	p := d.plan(t)
+	switch {
+	case d.opts.Full:
+		d.all(&v, p.all, raw, depth)
+	case p.view != nil:
+		d.view(&v, p.view, raw, depth)
+	default:
+		d.pick(&v, p.pick, raw, depth)
+	}
+	return v
+}
+
+// all shows every member; those not captured are KindUnknown.
+func (d *Decoder) all(v *Value, fields []field, raw []byte, depth int) {
+	v.Fields = make([]Value, len(fields))
+	for i := range fields {
+		v.Fields[i] = d.member(&fields[i], raw, depth)
+		v.Flags |= v.Fields[i].Flags & Truncated
+	}
+}
+
+// pick shows the non-zero members, scalars first, up to Options.Fields.
+func (d *Decoder) pick(v *Value, fields []field, raw []byte, depth int) {
+	for _, composite := range [2]bool{false, true} {
+		for i := range fields {
+			f := &fields[i]
+			if f.composite != composite {
+				continue
+			}
+			switch f.state(raw) {
+			case missing:
+				v.Flags |= Truncated
+				continue
+			case zero:
+				continue
+			}
+			if len(v.Fields) == d.opts.Fields {
+				v.More++
+				continue
+			}
+			if v.Fields == nil {
+				v.Fields = make([]Value, 0, min(len(fields), d.opts.Fields))
+			}
+			m := d.member(f, raw, depth)
+			v.Flags |= m.Flags & Truncated
+			v.Fields = append(v.Fields, m)
+		}
+	}
+}
+
+// view shows the members of a well-known struct's view, zero or not.
+func (d *Decoder) view(v *Value, fields []viewField, raw []byte, depth int) {
+	v.Fields = make([]Value, 0, len(fields))
+	for i := range fields {
+		f := &fields[i]
+		if f.state(raw) == missing {
+			v.Flags |= Truncated
+			continue
+		}
+		m := d.member(&f.field, raw, depth)
+		m.Name = f.label
+		if f.format != nil {
+			f.format(&m)
+		}
+		v.Fields = append(v.Fields, m)
+	}
+}
+
+// member decodes one member of a struct at depth depth.
+func (d *Decoder) member(f *field, raw []byte, depth int) Value {
+	var v Value
+	if f.bits != 0 {
+		if x, ok := readBits(raw, uint(f.off), uint(f.bits)); ok {
+			v = d.scalar(f.typ, x, uint(f.bits))
+		} else {
+			v = Value{Kind: KindUnknown, Flags: Truncated}
+		}
+	} else {
+		start := int(f.off / 8)
+		if start > len(raw) || (start == len(raw) && f.size > 0) {
+			v = Value{Kind: KindUnknown, Flags: Truncated}
+		} else {
+			end := min(start+int(f.size), len(raw))
+			v = d.value(f.typ, f.be, raw[start:end], depth+1)
+		}
+	}
+	v.Name = f.name
+	return v
+}
+
+func isChar(i *btf.Int) bool {
+	return i.Size == 1 && (i.Encoding == btf.Char || i.Name == "char" || i.Name == "signed char")
+}
+
+func indexNUL(b []byte) int {
+	for i, c := range b {
+		if c == 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// readUint reads a little-endian unsigned integer of size bytes.
+func readUint(raw []byte, size int) (uint64, bool) {
+	if len(raw) < size {
+		return 0, false
+	}
+	switch size {
+	case 1:
+		return uint64(raw[0]), true
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(raw)), true
+	case 4:
+		return uint64(binary.LittleEndian.Uint32(raw)), true
+	case 8, 16: // 128-bit integers show their low half
+		return binary.LittleEndian.Uint64(raw), true
+	}
+	return 0, false
+}
+
+// readBits reads width bits starting at bit off, little-endian bit order.
+func readBits(raw []byte, off, width uint) (uint64, bool) {
+	start, shift := off/8, off%8
+	n := (shift + width + 7) / 8 // at most 9 bytes
+	if width == 0 || width > 64 || start+n > uint(len(raw)) {
+		return 0, false
+	}
+	var lo, hi uint64
+	for i := range min(n, 8) {
+		lo |= uint64(raw[start+i]) << (8 * i)
+	}
+	if n == 9 {
+		hi = uint64(raw[start+8])
+	}
+	x := lo >> shift
+	if shift > 0 {
+		x |= hi << (64 - shift)
+	}
+	if width < 64 {
+		x &= 1<<width - 1
+	}
+	return x, true
+}
+
+func signExtend(x uint64, width uint) int64 {
+	if width == 0 || width >= 64 {
+		return int64(x)
+	}
+	s := 64 - width
+	return int64(x<<s) >> s
+}
+
+func swap(x uint64, size int) uint64 {
+	switch size {
+	case 2:
+		return uint64(bits.ReverseBytes16(uint16(x)))
+	case 4:
+		return uint64(bits.ReverseBytes32(uint32(x)))
+	case 8:
+		return bits.ReverseBytes64(x)
+	}
+	return x
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,108 @@
+package decode
+
+import (
+	"syscall"
+
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
+)
+
+// viewField is a member of a well-known struct's view.
+type viewField struct {
+	field
+	label  string
+	format func(*Value) // nil: shown as decoded
+}
+
+type viewSpec struct {
+	label, path string
+	format      func(*Value)
+}
+
+// views are the most telling members of well-known kernel structs, shown
+// instead of the generic pick. Paths that a kernel lacks are skipped.
+var views = map[string][]viewSpec{
+	"sock": {
+		{"family", "__sk_common.skc_family", named(addressFamilies)},
+		{"sport", "__sk_common.skc_num", nil},
+		{"dport", "__sk_common.skc_dport", nil}, // __be16: shown in host order
+		{"state", "__sk_common.skc_state", named(tcpStates)},
+	},
+	"sock_common": {
+		{"family", "skc_family", named(addressFamilies)},
+		{"sport", "skc_num", nil},
+		{"dport", "skc_dport", nil},
+		{"state", "skc_state", named(tcpStates)},
+	},
+	"sk_buff": {
+		{"len", "len", nil},
+		{"data_len", "data_len", nil},
+		{"protocol", "protocol", named(ethProtocols)},
+		{"mark", "mark", nil},
+		{"skb_iif", "skb_iif", nil},
+	},
+}
+
+func viewOf(s *btf.Struct) []viewField {
+	specs, ok := views[s.Name]
+	if !ok {
+		return nil
+	}
+	var out []viewField
+	for _, spec := range specs {
+		if f, ok := lookup(s, spec.path); ok {
+			out = append(out, viewField{field: f, label: spec.label, format: spec.format})
+		}
+	}
+	return out
+}
+
+// named shows integers with a name from names as enumerators.
+func named(names map[uint64]string) func(*Value) {
+	return func(v *Value) {
+		if v.Kind == KindInt || v.Kind == KindUint {
+			v.Kind, v.Str = KindEnum, names[v.Bits]
+		}
+	}
+}
+
+var addressFamilies = map[uint64]string{
+	0: "AF_UNSPEC", 1: "AF_UNIX", 2: "AF_INET", 10: "AF_INET6", 16: "AF_NETLINK",
+	17: "AF_PACKET", 38: "AF_ALG", 40: "AF_VSOCK", 44: "AF_XDP", 45: "AF_MCTP",
+}
+
+// tcpStates are the states of include/net/tcp_states.h.
+var tcpStates = map[uint64]string{
+	1: "TCP_ESTABLISHED", 2: "TCP_SYN_SENT", 3: "TCP_SYN_RECV", 4: "TCP_FIN_WAIT1",
+	5: "TCP_FIN_WAIT2", 6: "TCP_TIME_WAIT", 7: "TCP_CLOSE", 8: "TCP_CLOSE_WAIT",
+	9: "TCP_LAST_ACK", 10: "TCP_LISTEN", 11: "TCP_CLOSING", 12: "TCP_NEW_SYN_RECV",
+	13: "TCP_BOUND_INACTIVE",
+}
+
+var ethProtocols = map[uint64]string{
+	0x0800: "ETH_P_IP", 0x0806: "ETH_P_ARP", 0x8100: "ETH_P_8021Q", 0x86dd: "ETH_P_IPV6",
+	0x88a8: "ETH_P_8021AD", 0x8847: "ETH_P_MPLS_UC", 0x0003: "ETH_P_ALL",
+}
+
+// kernelErrnos are error numbers internal to the kernel (include/linux/errno.h)
+// that functions return but user space never sees.
+var kernelErrnos = map[int64]string{
+	512: "ERESTARTSYS", 513: "ERESTARTNOINTR", 514: "ERESTARTNOHAND",
+	515: "ENOIOCTLCMD", 516: "ERESTART_RESTARTBLOCK", 517: "EPROBE_DEFER",
+	518: "EOPENSTALE", 519: "ENOPARAM", 521: "EBADHANDLE", 522: "ENOTSYNC",
+	523: "EBADCOOKIE", 524: "ENOTSUPP", 525: "ETOOSMALL", 526: "ESERVERFAULT",
+	527: "EBADTYPE", 528: "EJUKEBOX", 529: "EIOCBQUEUED", 530: "ERECALLCONFLICT",
+	531: "ENOGRACE",
+}
+
+// ErrnoName returns the name of a positive error number, such as "ENOENT",
+// including the kernel's internal ones, or "" if it has none.
+func ErrnoName(n int64) string {
+	if name, ok := kernelErrnos[n]; ok {
+		return name
+	}
+	if n <= 0 || n > maxErrno {
+		return ""
+	}
+	return unix.ErrnoName(syscall.Errno(n))
+}

@@ -1,0 +1,224 @@
+package decode
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf/btf"
+)
+
+// plan is how a struct or union type is shown, computed once per type.
+type plan struct {
+	all  []field     // Full: every member, anonymous ones flattened
+	pick []field     // default view candidates: one union alternative, no padding
+	view []viewField // the well-known view of the type, if it has one
+}
+
+// field is a member of a struct, with anonymous members flattened into their
+// parent: off is relative to the outermost struct.
+type field struct {
+	name      string
+	typ       btf.Type // resolved type
+	be        bool     // big-endian typedef
+	off       uint32   // offset in bits
+	bits      uint32   // bitfield width, 0 if not a bitfield
+	size      uint32   // size in bytes, if not a bitfield
+	composite bool     // struct, union or array other than a string
+}
+
+// fieldState says whether a field's bytes were captured and are non-zero.
+type fieldState uint8
+
+const (
+	missing fieldState = iota
+	zero
+	nonZero
+)
+
+func (f *field) state(raw []byte) fieldState {
+	if f.bits != 0 {
+		x, ok := readBits(raw, uint(f.off), uint(f.bits))
+		switch {
+		case !ok:
+			return missing
+		case x == 0:
+			return zero
+		}
+		return nonZero
+	}
+	start := int(f.off / 8)
+	if start >= len(raw) || (!f.composite && start+int(f.size) > len(raw)) {
+		return missing
+	}
+	for _, c := range raw[start:min(start+int(f.size), len(raw))] {
+		if c != 0 {
+			return nonZero
+		}
+	}
+	return zero
+}
+
+// maxNest bounds the flattening of anonymous members in malformed BTF.
+const maxNest = 16
+
+func (d *Decoder) plan(t btf.Type) *plan {
+	if p, ok := d.plans[t]; ok {
+		return p
+	}
+	p := &plan{}
+	members := membersOf(t)
+	p.all = flatten(nil, members, 0, true, 0)
+	if _, ok := t.(*btf.Union); ok {
+		members = alternative(members)
+	}
+	p.pick = flatten(nil, members, 0, false, 0)
+	if s, ok := t.(*btf.Struct); ok {
+		p.view = viewOf(s)
+	}
+	d.plans[t] = p
+	return p
+}
+
+func membersOf(t btf.Type) []btf.Member {
+	switch t := t.(type) {
+	case *btf.Struct:
+		return t.Members
+	case *btf.Union:
+		return t.Members
+	}
+	return nil
+}
+
+// flatten appends members to out, descending into anonymous structs and
+// unions. With all false, only one alternative of an anonymous union is kept
+// and padding is dropped.
+func flatten(out []field, members []btf.Member, base uint32, all bool, nest int) []field {
+	for _, m := range members {
+		off := base + uint32(m.Offset)
+		u, be := resolve(m.Type)
+		if m.Name == "" {
+			sub := membersOf(u)
+			if _, ok := u.(*btf.Union); ok && !all {
+				sub = alternative(sub)
+			}
+			if nest < maxNest {
+				out = flatten(out, sub, off, all, nest+1)
+			}
+			continue // an unnamed scalar is padding
+		}
+		f := field{name: m.Name, typ: u, be: be, off: off, bits: uint32(m.BitfieldSize)}
+		if f.bits == 0 {
+			size, err := btf.Sizeof(u)
+			if err != nil {
+				size = 0
+			}
+			f.size = uint32(size)
+		}
+		switch u := u.(type) {
+		case *btf.Struct, *btf.Union:
+			f.composite = true
+		case *btf.Array:
+			e, _ := resolve(u.Type)
+			i, ok := e.(*btf.Int)
+			f.composite = !ok || !isChar(i)
+		}
+		if f.bits == 0 && f.size == 0 {
+			continue // markers such as zero-length arrays hold no data
+		}
+		if !all && isPadding(f.name) {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// alternative picks the union alternative the default view shows: the first
+// anonymous struct (it holds named fields, as struct_group and the kernel's
+// address and port pairs do), else the first member.
+func alternative(members []btf.Member) []btf.Member {
+	for i, m := range members {
+		if _, ok := m.Type.(*btf.Struct); ok && m.Name == "" {
+			return members[i : i+1]
+		}
+	}
+	return members[:min(1, len(members))]
+}
+
+// isPadding reports members the default view never shows by their name:
+// padding, reserved space and cache line markers.
+func isPadding(name string) bool {
+	n := strings.ToLower(name)
+	for _, s := range []string{"pad", "reserved", "rsvd", "unused", "__cacheline"} {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// lookup finds the member at a dotted path of member names in t.
+func lookup(t btf.Type, path string) (field, bool) {
+	var f field
+	fields := flatten(nil, membersOf(t), 0, true, 0)
+	for name := range strings.SplitSeq(path, ".") {
+		found := false
+		for _, g := range fields {
+			if g.name == name {
+				g.off += f.off
+				f, found = g, true
+				break
+			}
+		}
+		if !found {
+			return field{}, false
+		}
+		fields = flatten(nil, membersOf(f.typ), 0, true, 0)
+	}
+	return f, true
+}
+
+// enumName names x as a value of e: its enumerator, flags joined by '|' for
+// flag-style enums, or "".
+func enumName(e *btf.Enum, x uint64) string {
+	for _, v := range e.Values {
+		if v.Value == x {
+			return v.Name
+		}
+	}
+	if x == 0 || !isFlags(e) {
+		return ""
+	}
+	var b strings.Builder
+	rest := x
+	for _, v := range e.Values {
+		if x&v.Value != 0 {
+			if b.Len() > 0 {
+				b.WriteByte('|')
+			}
+			b.WriteString(v.Name)
+			rest &^= v.Value
+		}
+	}
+	if rest != 0 {
+		if b.Len() > 0 {
+			b.WriteByte('|')
+		}
+		b.WriteString("0x")
+		b.WriteString(strconv.FormatUint(rest, 16))
+	}
+	return b.String()
+}
+
+// isFlags reports a flag-style enum: at least two values, each a power of two.
+func isFlags(e *btf.Enum) bool {
+	if len(e.Values) < 2 {
+		return false
+	}
+	for _, v := range e.Values {
+		if v.Value == 0 || v.Value&(v.Value-1) != 0 {
+			return false
+		}
+	}
+	return true
+}
