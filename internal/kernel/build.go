@@ -139,7 +139,7 @@ func (b *builder) build(traced []Symbol, source Source) []Function {
 	funcs := make([]Function, 0, len(keys)+len(b.funcs[""])/4)
 	for _, k := range keys {
 		g := groups[k]
-		f := Function{Name: k.name, Module: k.module, Traceable: true}
+		f := Function{Name: k.name, Module: k.module, Traceable: true, Copies: g.count}
 		addrs := g.addrs
 		if source == FromFilterNames {
 			addrs = b.ksyms[k]
@@ -185,7 +185,7 @@ func (b *builder) untraceable() []Function {
 				continue
 			}
 			k := symKey{module, name}
-			f := Function{Name: name, Module: module, Addrs: nonZero(b.ksyms[k])}
+			f := Function{Name: name, Module: module, Addrs: nonZero(b.ksyms[k]), Copies: len(b.ksyms[k])}
 			if fn, note, ok := pick(name, fns); ok {
 				f.Proto, f.BTFID = fn.fn, fn.id
 			} else {

@@ -78,6 +78,9 @@ type Function struct {
 	// function defined in several files has several. Nil when the kernel
 	// hides addresses or when they cannot be told apart (see AddrNote).
 	Addrs []uint64
+	// Copies is the number of symbols with this name in the module: more
+	// than one for static functions of the same name in several files.
+	Copies int
 	// Proto is the BTF function, nil when no prototype applies (see
 	// ProtoNote). Its name lacks any .llvm.NNN suffix of Name.
 	Proto *btf.Func

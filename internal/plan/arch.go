@@ -1,0 +1,79 @@
+package plan
+
+import (
+	"fmt"
+	"runtime"
+)
+
+// Arch is a CPU architecture with its own calling convention.
+type Arch uint8
+
+// Architectures trawl plans for.
+const (
+	AMD64 Arch = iota // x86-64, System V psABI
+	ARM64             // AArch64, AAPCS64
+	numArch
+)
+
+func (a Arch) String() string {
+	switch a {
+	case AMD64:
+		return "amd64"
+	case ARM64:
+		return "arm64"
+	}
+	return fmt.Sprintf("Arch(%d)", uint8(a))
+}
+
+// ParseArch parses a GOARCH name ("amd64", "arm64").
+func ParseArch(name string) (Arch, error) {
+	switch name {
+	case "amd64", "x86_64":
+		return AMD64, nil
+	case "arm64", "aarch64":
+		return ARM64, nil
+	}
+	return 0, fmt.Errorf("unsupported architecture %q (trawl knows amd64 and arm64)", name)
+}
+
+// HostArch returns the architecture trawl runs on.
+func HostArch() (Arch, error) { return ParseArch(runtime.GOARCH) }
+
+// LocKind says whether an argument is in registers or on the stack.
+type LocKind uint8
+
+// Kinds of locations.
+const (
+	InReg   LocKind = iota // in argument register Reg (and Reg+1 for two slots)
+	OnStack                // at Offset bytes from the stack pointer at entry
+)
+
+// Loc is where a kprobe finds an argument at function entry.
+type Loc struct {
+	Kind LocKind
+	// Reg indexes the architecture's argument registers: rdi, rsi, rdx,
+	// rcx, r8, r9 on x86-64; x0-x7 on arm64. A value of two slots takes
+	// Reg and Reg+1.
+	Reg int
+	// Offset is the byte offset from the stack pointer at function entry
+	// when Kind is OnStack. On x86-64 the first stack argument is at 8
+	// (the return address is at 0); on arm64 at 0.
+	Offset int
+	// Indirect means the location holds the address of the value rather
+	// than the value: arm64 passes structs over 16 bytes that way.
+	Indirect bool
+}
+
+func (l Loc) String() string {
+	ind := ""
+	if l.Indirect {
+		ind = "*"
+	}
+	if l.Kind == OnStack {
+		return fmt.Sprintf("%s[sp+%d]", ind, l.Offset)
+	}
+	return fmt.Sprintf("%sreg%d", ind, l.Reg)
+}
+
+// alignUp rounds n up to a multiple of a.
+func alignUp(n, a int) int { return (n + a - 1) / a * a }

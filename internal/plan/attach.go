@@ -1,0 +1,134 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Backend is a way to attach to kernel functions.
+type Backend uint8
+
+// Backends, by the mechanism that decides what a function can be.
+const (
+	// Fentry covers every trampoline attach: fentry/fexit, fsession and
+	// the tracing_multi link. Arguments are read from context slots.
+	Fentry Backend = iota
+	// Kprobe covers kprobe.multi, kretprobe.multi and kprobe.session.
+	// Arguments are read from registers and the stack.
+	Kprobe
+)
+
+func (b Backend) String() string {
+	switch b {
+	case Fentry:
+		return "fentry"
+	case Kprobe:
+		return "kprobe"
+	}
+	return fmt.Sprintf("Backend(%d)", uint8(b))
+}
+
+// KernelVersion is a kernel release, major and minor.
+type KernelVersion struct{ Major, Minor int }
+
+// AtLeast reports whether v is major.minor or newer.
+func (v KernelVersion) AtLeast(major, minor int) bool {
+	return v.Major > major || v.Major == major && v.Minor >= minor
+}
+
+func (v KernelVersion) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
+
+// Reasons a function cannot be attached; Attachable wraps them with the
+// details.
+var (
+	ErrNotTraceable     = errors.New("not traceable")
+	ErrNoPrototype      = errors.New("no BTF prototype")
+	ErrSeveralAddresses = errors.New("several functions share the name")
+	ErrNoAddress        = errors.New("address unknown")
+	ErrVariadic         = errors.New("variable arguments")
+	ErrTooManyArgs      = errors.New("too many arguments")
+	ErrUnsupportedType  = errors.New("unsupported argument or return type")
+)
+
+// maxFuncArgs is the kernel's MAX_BPF_FUNC_ARGS: btf_distill_func_proto
+// in kernel/bpf/btf.c rejects functions with more parameters.
+const maxFuncArgs = 12
+
+// Attachable reports why the function cannot be attached with backend b on
+// arch a running kernel v, or nil when it can.
+func (p *Plan) Attachable(b Backend, a Arch, v KernelVersion) error {
+	if !p.Func.Traceable {
+		return fmt.Errorf("%w: %s", ErrNotTraceable, p.Func.Reason)
+	}
+	switch b {
+	case Fentry:
+		return p.fentryAttachable(a, v)
+	case Kprobe:
+		return p.kprobeAttachable()
+	}
+	return fmt.Errorf("unknown backend %s", b)
+}
+
+// fentryAttachable follows btf_distill_func_proto (kernel/bpf/btf.c) and
+// the arch trampoline generators (arch/x86/net/bpf_jit_comp.c,
+// arch/arm64/net/bpf_jit_comp.c).
+func (p *Plan) fentryAttachable(a Arch, v KernelVersion) error {
+	if p.Func.Proto == nil {
+		return fmt.Errorf("%w: trampolines attach by BTF ID (%s)", ErrNoPrototype, p.Func.ProtoNote)
+	}
+	if p.Func.Copies > 1 {
+		// The kernel resolves the BTF name with kallsyms_lookup_name and
+		// would patch only the first of the copies.
+		return fmt.Errorf("%w: %d copies of %s; a trampoline would reach only one", ErrSeveralAddresses, p.Func.Copies, p.Func.Name)
+	}
+	if p.Variadic {
+		return fmt.Errorf("%w: trampolines do not support varargs", ErrVariadic)
+	}
+	if len(p.Args) > maxFuncArgs {
+		return fmt.Errorf("%w: %d, the kernel allows %d", ErrTooManyArgs, len(p.Args), maxFuncArgs)
+	}
+	if p.Ret.Class == Struct || p.Ret.Class == Float {
+		return fmt.Errorf("%w: trampolines cannot return a %s", ErrUnsupportedType, p.Ret.Class)
+	}
+	for i, arg := range p.Args {
+		switch {
+		case arg.Class == Float:
+			return fmt.Errorf("%w: argument %d is floating point", ErrUnsupportedType, i+1)
+		case arg.Class == Struct && arg.Size > 16:
+			return fmt.Errorf("%w: argument %d is a %d-byte struct by value (trampolines take at most 16)", ErrUnsupportedType, i+1, arg.Size)
+		case arg.Class == Struct && !v.AtLeast(6, 1):
+			return fmt.Errorf("%w: argument %d is a struct by value (trampolines take them from 6.1)", ErrUnsupportedType, i+1)
+		case arg.Class == Struct && a == ARM64 && !v.AtLeast(6, 16):
+			return fmt.Errorf("%w: argument %d is a struct by value (arm64 trampolines take them from 6.16)", ErrUnsupportedType, i+1)
+		}
+	}
+	if limit := fentrySlots(a, v); p.NumSlots > limit {
+		return fmt.Errorf("%w: %d argument slots, %s trampolines on %s take %d", ErrTooManyArgs, p.NumSlots, a, v, limit)
+	}
+	return nil
+}
+
+// fentrySlots is the number of argument slots a trampoline can save:
+// x86-64 takes 6 (the argument registers) and from 6.6 up to 12 with
+// stack arguments; arm64 takes 8 (x0-x7) and 12 from 6.16.
+func fentrySlots(a Arch, v KernelVersion) int {
+	switch {
+	case a == AMD64 && v.AtLeast(6, 6):
+		return maxFuncArgs
+	case a == AMD64:
+		return amd64ArgRegs
+	case a == ARM64 && v.AtLeast(6, 16):
+		return maxFuncArgs
+	}
+	return arm64ArgRegs
+}
+
+// kprobeAttachable checks what kprobe.multi needs: the addresses, or a
+// name the kernel can resolve to a single address (a name with several
+// symbols fails with EADDRNOTAVAIL).
+func (p *Plan) kprobeAttachable() error {
+	if len(p.Func.Addrs) == 0 && p.Func.Copies > 1 {
+		return fmt.Errorf("%w: %d copies of %s (%s)", ErrNoAddress, p.Func.Copies, p.Func.Name, p.Func.AddrNote)
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+// Package plan turns a kernel function's BTF prototype into a capture plan:
+// plain data that tells the generic BPF program where each argument lives
+// (trampoline context slot, or kprobe register / stack offset on x86-64 and
+// arm64), how to read it (class) and how many bytes to copy, without the
+// BPF side knowing BTF. Plans also say, per backend, architecture and
+// kernel version, whether the function can be attached at all.
+package plan
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf/btf"
+	"github.com/trawl-dev/trawl/internal/kernel"
+)
+
+// Default byte budgets, as in retsnoop (256 bytes per captured argument).
+const (
+	DefaultStructBudget = 256
+	DefaultStringBudget = 128
+)
+
+// Options tune plans.
+type Options struct {
+	// StructBudget caps the bytes copied behind a pointer to a struct or
+	// union. 0 means DefaultStructBudget.
+	StructBudget int
+	// StringBudget caps the bytes copied of a char * string. 0 means
+	// DefaultStringBudget.
+	StringBudget int
+}
+
+// Plan is the capture plan of one kernel function.
+type Plan struct {
+	// Func identifies the function: name, module, addresses, BTF
+	// prototype and ID. Without a prototype, Args is empty and only raw
+	// argument registers can be read.
+	Func *kernel.Function
+	// NumSlots is the number of 8-byte slots the arguments take in a
+	// trampoline context (what bpf_get_func_arg_cnt returns): a 16-byte
+	// struct by value takes two.
+	NumSlots int
+	// Args are the arguments in order.
+	Args []Arg
+	// Ret is the return value.
+	Ret Ret
+	// Variadic is set for functions ending in "...": only the fixed
+	// arguments are planned.
+	Variadic bool
+}
+
+// Arg is one argument of a plan.
+type Arg struct {
+	// Name is the parameter name, "" if BTF has none.
+	Name string
+	// Type is the parameter's BTF type.
+	Type btf.Type
+	// Class tells how to read the argument.
+	Class Class
+	// Size is the size of the value itself, in bytes: 1 to 8 for scalars
+	// and pointers, the struct size for a struct by value.
+	Size int
+	// Budget is how many bytes to copy behind a pointer (Class String or
+	// PtrStruct), 0 for other classes.
+	Budget int
+	// Slot is the first trampoline context slot of the argument.
+	Slot int
+	// NumSlots is 1, or 2 for a struct by value of 9 to 16 bytes (more
+	// for larger structs, which trampolines reject).
+	NumSlots int
+	// Kprobe is where the argument lives at function entry, per Arch.
+	Kprobe [numArch]Loc
+}
+
+// Ret is the return value of a plan.
+type Ret struct {
+	Type  btf.Type // nil for void
+	Class Class
+	Size  int
+}
+
+// New makes the plan of fn. Functions without a prototype get a raw plan
+// (no Args). It fails only on a prototype it cannot make sense of.
+func New(fn *kernel.Function, opts Options) (*Plan, error) {
+	if opts.StructBudget <= 0 {
+		opts.StructBudget = DefaultStructBudget
+	}
+	if opts.StringBudget <= 0 {
+		opts.StringBudget = DefaultStringBudget
+	}
+	p := &Plan{Func: fn}
+	if fn.Proto == nil {
+		return p, nil
+	}
+	proto, ok := fn.Proto.Type.(*btf.FuncProto)
+	if !ok {
+		return nil, fmt.Errorf("%s: BTF function has no prototype but %s", fn.Name, fn.Proto.Type)
+	}
+	params := proto.Params
+	if kernel.IsVariadic(proto) {
+		p.Variadic = true
+		params = params[:len(params)-1]
+	}
+	var err error
+	if p.Ret, err = newRet(proto.Return); err != nil {
+		return nil, fmt.Errorf("%s: return value: %w", fn.Name, err)
+	}
+	p.Args = make([]Arg, len(params))
+	for i, param := range params {
+		a, err := newArg(param, opts)
+		if err != nil {
+			return nil, fmt.Errorf("%s: argument %d (%s): %w", fn.Name, i+1, param.Name, err)
+		}
+		a.Slot = p.NumSlots
+		p.NumSlots += a.NumSlots
+		p.Args[i] = a
+	}
+	placeAMD64(p.Args, p.Ret)
+	placeARM64(p.Args)
+	return p, nil
+}
+
+func newArg(param btf.FuncParam, opts Options) (Arg, error) {
+	c, size, err := classify(param.Type)
+	if err != nil {
+		return Arg{}, err
+	}
+	a := Arg{Name: param.Name, Type: param.Type, Class: c, Size: size, NumSlots: max(1, (size+7)/8)}
+	switch c {
+	case String:
+		a.Budget = opts.StringBudget
+	case PtrStruct:
+		target, _ := pointee(param.Type)
+		n, err := btf.Sizeof(target)
+		if err != nil {
+			return Arg{}, fmt.Errorf("size of %s: %w", kernel.TypeString(target), err)
+		}
+		a.Budget = min(n, opts.StructBudget)
+	}
+	return a, nil
+}
+
+func newRet(t btf.Type) (Ret, error) {
+	if _, void := t.(*btf.Void); void || t == nil {
+		return Ret{Class: Void}, nil
+	}
+	c, size, err := classify(t)
+	if err != nil {
+		return Ret{}, err
+	}
+	return Ret{Type: t, Class: c, Size: size}, nil
+}
