@@ -1,0 +1,170 @@
+// Command vmrun runs a static binary as root in a throwaway QEMU guest of
+// the test bed and exits with the binary's exit status. It works as
+// `go test -exec`:
+//
+//	go test -exec 'bin/vmrun -kernel amd64-6.12' ./internal/...
+//
+// Other exit statuses: 124 when the guest timed out, 125 when its kernel
+// panicked, 126 when it stopped without reporting a status, 127 when it
+// could not be started. The guest console is printed when a run fails.
+//
+// With -fetch it only downloads the kernels named by -kernel (a comma list,
+// or "all") and builds nothing.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/trawl-dev/trawl/internal/vmtest"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code, err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vmrun: %v\n", err)
+		os.Exit(127)
+	}
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := flag.NewFlagSet("vmrun", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kernel := fs.String("kernel", os.Getenv("TRAWL_KERNEL"), "test bed `kernel` to boot, e.g. amd64-6.12 (default: $TRAWL_KERNEL, else the 6.12 kernel of the binary's arch)")
+	timeout := fs.Duration("timeout", 20*time.Minute, "kill the guest after this long")
+	memory := fs.Int("mem", 1024, "guest memory in MiB")
+	cpus := fs.Int("smp", 2, "guest CPUs")
+	cache := fs.String("cache", defaultCache(), "`dir`ectory for kernels and initramfs archives")
+	initDir := fs.String("init-dir", exeDir(), "`dir`ectory holding guestinit-amd64 and guestinit-arm64")
+	fetch := fs.Bool("fetch", false, "only download the kernels named by -kernel (a comma list or \"all\")")
+	verbose := fs.Bool("v", false, "always print the guest console")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: vmrun [flags] BINARY [ARGS...]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 0, err
+	}
+	if err := vmtest.InstallTools(ctx); err != nil {
+		return 0, err
+	}
+	if *fetch {
+		return 0, fetchKernels(ctx, *cache, *kernel)
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 0, fmt.Errorf("no binary to run")
+	}
+	binary, err := filepath.Abs(fs.Arg(0))
+	if err != nil {
+		return 0, err
+	}
+	if *kernel == "" {
+		arch, err := vmtest.BinaryArch(binary)
+		if err != nil {
+			return 0, err
+		}
+		*kernel = arch + "-6.12"
+	}
+	k, err := vmtest.LookupKernel(*kernel)
+	if err != nil {
+		return 0, err
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return 0, err
+	}
+	return vmtest.Run(ctx, vmtest.Options{
+		Cache:   *cache,
+		Kernel:  k,
+		Init:    filepath.Join(*initDir, "guestinit-"+k.Arch),
+		Args:    append([]string{binary}, fs.Args()[1:]...),
+		Env:     guestEnv(),
+		Dir:     dir,
+		Share:   shareRoot(dir),
+		Timeout: *timeout,
+		Memory:  *memory,
+		CPUs:    *cpus,
+		Stdout:  stdout,
+		Stderr:  stderr,
+		Console: stderr,
+		Verbose: *verbose,
+	})
+}
+
+func fetchKernels(ctx context.Context, cache, list string) error {
+	ks := vmtest.Kernels
+	if list != "all" && list != "" {
+		ks = nil
+		for _, id := range strings.Split(list, ",") {
+			k, err := vmtest.LookupKernel(id)
+			if err != nil {
+				return err
+			}
+			ks = append(ks, k)
+		}
+	}
+	for _, k := range ks {
+		u, err := vmtest.Fetch(ctx, cache, k)
+		if err != nil {
+			return err
+		}
+		slog.Info("kernel ready", "kernel", k.ID, "release", u.Release)
+	}
+	return nil
+}
+
+// guestEnv passes the variables that steer Go programs and trawl's tests.
+func guestEnv() []string {
+	env := []string{"HOME=/tmp", "TMPDIR=/tmp", "PATH=/run/trawl/bin"}
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(name, "TRAWL_"), name == "GOTRACEBACK", name == "GODEBUG", name == "GOMAXPROCS", name == "NO_COLOR":
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// shareRoot returns the Go module root above dir, or dir itself.
+func shareRoot(dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if d == filepath.Dir(d) {
+			return dir
+		}
+	}
+}
+
+func defaultCache() string {
+	if dir := os.Getenv("TRAWL_CACHE"); dir != "" {
+		return dir
+	}
+	if dir, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(dir, "trawl")
+	}
+	return filepath.Join(os.TempDir(), "trawl-cache")
+}
+
+func exeDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "."
+	}
+	return filepath.Dir(exe)
+}
