@@ -416,6 +416,9 @@ func (d *Decoder) member(f *field, raw []byte, depth int) Value {
 		}
 	}
 	v.Name = f.name
+	if f.hex && (v.Kind == KindUint || v.Kind == KindInt) {
+		v.Flags |= Hex
+	}
 	return v
 }
 

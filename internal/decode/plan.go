@@ -24,6 +24,7 @@ type field struct {
 	bits      uint32   // bitfield width, 0 if not a bitfield
 	size      uint32   // size in bytes, if not a bitfield
 	composite bool     // struct, union or array other than a string
+	hex       bool     // integers read best in hexadecimal
 }
 
 // fieldState says whether a field's bytes were captured and are non-zero.
@@ -106,7 +107,7 @@ func flatten(out []field, members []btf.Member, base uint32, all bool, nest int)
 			}
 			continue // an unnamed scalar is padding
 		}
-		f := field{name: m.Name, typ: u, be: be, off: off, bits: uint32(m.BitfieldSize)}
+		f := field{name: m.Name, typ: u, be: be, off: off, bits: uint32(m.BitfieldSize), hex: isHexName(m.Name)}
 		if f.bits == 0 {
 			size, err := btf.Sizeof(u)
 			if err != nil {
@@ -155,6 +156,12 @@ func isPadding(name string) bool {
 		}
 	}
 	return false
+}
+
+// isHexName reports member names of integers that read best in hex.
+func isHexName(name string) bool {
+	n := strings.ToLower(name)
+	return strings.Contains(n, "flag") || strings.Contains(n, "mask") || strings.HasSuffix(n, "mode")
 }
 
 // lookup finds the member at a dotted path of member names in t.

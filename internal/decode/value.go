@@ -48,6 +48,9 @@ const (
 	// Elided marks a struct, union or array nested deeper than Options.Depth:
 	// its content is not shown.
 	Elided
+	// Hex marks an integer that reads best in hexadecimal: a member named
+	// like flags, a mask or a mode.
+	Hex
 )
 
 // Value is a decoded value: a scalar, a string, a pointer or a tree of
@@ -85,6 +88,9 @@ func (v *Value) Float() float64 { return math.Float64frombits(v.Bits) }
 
 // IsTruncated reports whether the captured bytes ended inside the value.
 func (v *Value) IsTruncated() bool { return v.Flags&Truncated != 0 }
+
+// IsHex reports whether an integer reads best in hexadecimal.
+func (v *Value) IsHex() bool { return v.Flags&Hex != 0 }
 
 // IsElided reports whether the value was nested too deep to be shown.
 func (v *Value) IsElided() bool { return v.Flags&Elided != 0 }

@@ -1,0 +1,76 @@
+package render
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the testdata/*.golden files")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (go test -update to accept):\n%s", name, got)
+	}
+}
+
+// render runs calls through the renderer r writes to out.
+func render(t *testing.T, r Renderer, calls []Call) {
+	t.Helper()
+	for i := range calls {
+		if err := r.Call(&calls[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var testOptions = Options{WallOffset: wallAt, Location: time.UTC}
+
+func TestTextGolden(t *testing.T) {
+	var out bytes.Buffer
+	render(t, NewText(&out, testOptions), testCalls(t))
+	golden(t, "text.golden", out.Bytes())
+}
+
+func TestTextColorGolden(t *testing.T) {
+	var out bytes.Buffer
+	opts := testOptions
+	opts.Color = true
+	render(t, NewText(&out, opts), testCalls(t)[:3])
+	golden(t, "text-color.golden", out.Bytes())
+}
+
+func TestTextKernelClock(t *testing.T) {
+	var out bytes.Buffer
+	calls := testCalls(t)[5:6]
+	render(t, NewText(&out, Options{}), calls)
+	want := "1000.000040 cat[5000/5001] __x64_sys_close(regs=0xffffc90000a3ff58) = -EBADF 1.5ms\n"
+	if out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
+	}
+}
+
+func TestJSONGolden(t *testing.T) {
+	var out bytes.Buffer
+	render(t, NewJSON(&out, testOptions), testCalls(t))
+	golden(t, "json.golden", out.Bytes())
+}

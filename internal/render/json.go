@@ -1,0 +1,289 @@
+package render
+
+import (
+	"bufio"
+	"io"
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/trawl-dev/trawl/internal/decode"
+)
+
+// JSON writes one JSON object per call and line (JSON lines). The schema,
+// also in docs/json-schema.md:
+//
+//	ts           number  start of the call, ns of the kernel clock (CLOCK_MONOTONIC);
+//	                     the exit time for calls with flag "exit_only"
+//	time         string  the start as RFC 3339 wall-clock time with ns; only when
+//	                     the wall-clock offset is known
+//	cpu          number  CPU the call ended on
+//	pid, tid     number  thread group id and thread id
+//	comm         string  task name
+//	func         string  function name
+//	module       string  kernel module; absent for vmlinux
+//	args         object  argument name -> value; absent for "exit_only"
+//	ret          value   return value; absent for void functions and "entry_only"
+//	errno        string  error name ("ENOENT") when ret is a negative error number
+//	                     or error pointer; ret then holds the number
+//	duration_ns  number  entry to exit; absent when unknown
+//	depth        number  traced calls in progress on the task at entry
+//	flags        array   of "entry_only", "exit_only", "missed"; absent when none
+//
+// Values: integers are numbers (64-bit values may exceed what float64 holds
+// exactly), booleans are booleans, floats are numbers (null if not finite),
+// enumerators are their name as a string ("A|B" for flags) or their number
+// when it has no name, strings are strings (cut at --max-bytes), memory
+// without a type is a hex string, pointers are null (NULL), "sym+0xoff" or
+// "0xhex" strings, structs and unions are objects of member name -> value,
+// arrays are arrays. An object may hold "$more": N (N non-zero members not
+// shown), "$truncated": true (the captured bytes ended early) or
+// "$elided": true (nested deeper than --depth). A cut array ends with
+// {"$more": N}. A value that was not captured is null.
+//
+// The encoder is hand-written, appending to a reused buffer without
+// reflection or allocation, because encoding/json costs several times the
+// whole per-event budget of 1 µs.
+type JSON struct {
+	w    *bufio.Writer
+	opts Options
+	line []byte
+}
+
+// NewJSON returns a JSON lines renderer writing to w.
+func NewJSON(w io.Writer, opts Options) *JSON {
+	return &JSON{w: bufio.NewWriterSize(w, 64<<10), opts: opts}
+}
+
+// Call writes c as one JSON object and a newline.
+func (j *JSON) Call(c *Call) error {
+	b := append(j.line[:0], `{"ts":`...)
+	b = strconv.AppendUint(b, c.TS, 10)
+	if j.opts.WallOffset != 0 {
+		b = append(b, `,"time":"`...)
+		b = time.Unix(0, int64(c.TS)+j.opts.WallOffset).UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
+	b = append(b, `,"cpu":`...)
+	b = strconv.AppendUint(b, uint64(c.CPU), 10)
+	b = append(b, `,"pid":`...)
+	b = strconv.AppendUint(b, uint64(c.PID), 10)
+	b = append(b, `,"tid":`...)
+	b = strconv.AppendUint(b, uint64(c.TID), 10)
+	b = append(b, `,"comm":`...)
+	b = appendJSONString(b, c.Comm)
+	b = append(b, `,"func":`...)
+	b = appendJSONString(b, c.Func)
+	if c.Module != "" {
+		b = append(b, `,"module":`...)
+		b = appendJSONString(b, c.Module)
+	}
+	if c.Flags&ExitOnly == 0 {
+		b = append(b, `,"args":`...)
+		b = appendJSONArgs(b, c.Args)
+	}
+	if c.Ret.Kind != decode.KindNone {
+		b = append(b, `,"ret":`...)
+		b = appendJSONValue(b, &c.Ret)
+		if c.Ret.Kind == decode.KindErrno && c.Ret.Str != "" {
+			b = append(b, `,"errno":`...)
+			b = appendJSONString(b, c.Ret.Str)
+		}
+	}
+	if c.Duration != 0 {
+		b = append(b, `,"duration_ns":`...)
+		b = strconv.AppendUint(b, c.Duration, 10)
+	}
+	b = append(b, `,"depth":`...)
+	b = strconv.AppendInt(b, int64(c.Depth), 10)
+	b = appendJSONFlags(b, c.Flags)
+	b = append(b, "}\n"...)
+	j.line = b
+	_, err := j.w.Write(b)
+	return err
+}
+
+// Close flushes the output.
+func (j *JSON) Close() error { return j.w.Flush() }
+
+// appendJSONArgs appends the arguments as an object.
+func appendJSONArgs(b []byte, args []decode.Value) []byte {
+	b = append(b, '{')
+	for i := range args {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = appendName(b, args[i].Name, i) // C identifiers need no escaping
+		b = append(b, `":`...)
+		b = appendJSONValue(b, &args[i])
+	}
+	return append(b, '}')
+}
+
+func appendJSONFlags(b []byte, f CallFlags) []byte {
+	if f == 0 {
+		return b
+	}
+	b = append(b, `,"flags":[`...)
+	sep := false
+	for _, fl := range []struct {
+		flag CallFlags
+		name string
+	}{{EntryOnly, `"entry_only"`}, {ExitOnly, `"exit_only"`}, {Missed, `"missed"`}} {
+		if f&fl.flag != 0 {
+			if sep {
+				b = append(b, ',')
+			}
+			b = append(b, fl.name...)
+			sep = true
+		}
+	}
+	return append(b, ']')
+}
+
+// appendJSONValue appends v following the schema in the JSON doc comment.
+func appendJSONValue(b []byte, v *decode.Value) []byte {
+	switch v.Kind {
+	case decode.KindInt, decode.KindErrno:
+		return strconv.AppendInt(b, v.Int(), 10)
+	case decode.KindUint:
+		return strconv.AppendUint(b, v.Uint(), 10)
+	case decode.KindBool:
+		return strconv.AppendBool(b, v.Bool())
+	case decode.KindFloat:
+		if x := v.Float(); !math.IsInf(x, 0) && !math.IsNaN(x) {
+			return strconv.AppendFloat(b, x, 'g', -1, 64)
+		}
+	case decode.KindEnum:
+		if v.Str == "" {
+			return strconv.AppendUint(b, v.Uint(), 10)
+		}
+		return appendJSONString(b, v.Str)
+	case decode.KindString:
+		return appendJSONString(b, v.Str)
+	case decode.KindBytes:
+		b = append(b, '"')
+		b = appendHexBytes(b, v.Str)
+		return append(b, '"')
+	case decode.KindPointer:
+		if v.Uint() == 0 {
+			break
+		}
+		b = append(b, '"')
+		b = appendPointer(b, v) // symbol names and hex need no escaping
+		return append(b, '"')
+	case decode.KindStruct:
+		return appendJSONObject(b, v)
+	case decode.KindArray:
+		return appendJSONArray(b, v)
+	}
+	return append(b, "null"...)
+}
+
+func appendJSONObject(b []byte, v *decode.Value) []byte {
+	b = append(b, '{')
+	for i := range v.Fields {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, v.Fields[i].Name)
+		b = append(b, ':')
+		b = appendJSONValue(b, &v.Fields[i])
+	}
+	sep := len(v.Fields) > 0
+	if v.More > 0 {
+		b = appendMark(b, sep, `"$more":`)
+		b = strconv.AppendInt(b, int64(v.More), 10)
+		sep = true
+	}
+	if v.IsTruncated() {
+		b = appendMark(b, sep, `"$truncated":true`)
+		sep = true
+	}
+	if v.IsElided() {
+		b = appendMark(b, sep, `"$elided":true`)
+	}
+	return append(b, '}')
+}
+
+// appendMark appends a key of the "$" family, after a comma if sep.
+func appendMark(b []byte, sep bool, key string) []byte {
+	if sep {
+		b = append(b, ',')
+	}
+	return append(b, key...)
+}
+
+func appendJSONArray(b []byte, v *decode.Value) []byte {
+	if v.IsElided() {
+		return append(b, `{"$elided":true}`...)
+	}
+	b = append(b, '[')
+	for i := range v.Fields {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONValue(b, &v.Fields[i])
+	}
+	if v.More > 0 {
+		if len(v.Fields) > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"$more":`...)
+		b = strconv.AppendInt(b, int64(v.More), 10)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendJSONString appends s as a JSON string. Kernel strings are bytes:
+// invalid UTF-8 becomes U+FFFD; control characters and U+2028/U+2029 are
+// escaped so that the output is also valid JavaScript.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, `\n`...)
+			case '\t':
+				b = append(b, `\t`...)
+			case '\r':
+				b = append(b, `\r`...)
+			default:
+				b = append(b, `\u00`...)
+				b = append(b, hexDigits[c>>4], hexDigits[c&15])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			if r == utf8.RuneError {
+				b = append(b, `\ufffd`...)
+			} else {
+				b = append(b, `\u202`...)
+				b = append(b, hexDigits[r&15])
+			}
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

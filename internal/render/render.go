@@ -1,0 +1,95 @@
+// Package render writes decoded calls as text lines, call trees, JSON lines,
+// Perfetto (Chrome trace event) files and latency statistics.
+//
+// The capture pipeline pairs each call's entry and exit, decodes them into a
+// Call and hands the Call to one Renderer from a single goroutine.
+package render
+
+import (
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/trawl-dev/trawl/internal/decode"
+)
+
+// Call is one traced call after entry/exit pairing and decoding.
+type Call struct {
+	// TS is when the call started, in ns of the kernel clock the BPF program
+	// reads (bpf_ktime_get_ns: CLOCK_MONOTONIC). For ExitOnly calls it is
+	// the exit time.
+	TS uint64
+	// Duration is the time from entry to exit in ns; 0 when unknown.
+	Duration uint64
+	CPU      uint32
+	PID      uint32 // the thread group id
+	TID      uint32
+	Comm     string
+	Func     string
+	Module   string // "" for vmlinux
+	// Args are the decoded arguments, Name set to the parameter name.
+	Args []decode.Value
+	// Ret is the decoded return value; KindNone for void functions and
+	// calls whose exit was not seen.
+	Ret decode.Value
+	// Depth is the number of traced calls in progress on the same task
+	// when this one started: 0 for the outermost. The Tree renderer needs it.
+	Depth int
+	Flags CallFlags
+}
+
+// CallFlags qualify a Call.
+type CallFlags uint8
+
+const (
+	// EntryOnly marks a call whose exit was not seen (the capture ended or
+	// the exit event was lost): no Ret, no Duration.
+	EntryOnly CallFlags = 1 << iota
+	// ExitOnly marks a call whose entry was not seen: no Args, and TS is the
+	// exit time.
+	ExitOnly
+	// Missed marks a call around which events of its task were lost, so its
+	// Depth or pairing may be wrong.
+	Missed
+)
+
+// Renderer writes calls somewhere. Call must not retain c or c.Args after
+// it returns, but may retain the decoded Values' Fields, which the decoder
+// never reuses. Close flushes what is buffered; it does not close the
+// underlying writer.
+type Renderer interface {
+	Call(c *Call) error
+	Close() error
+}
+
+// Options are common to the renderers.
+type Options struct {
+	// Color adds ANSI colours; set it when writing to a terminal (see
+	// IsTerminal).
+	Color bool
+	// WallOffset is added to Call.TS to give Unix time in ns (see
+	// WallOffset). When 0, times are shown as seconds of the kernel clock.
+	WallOffset int64
+	// Location is the time zone of wall-clock times; nil means time.Local.
+	Location *time.Location
+}
+
+// WallOffset returns the offset from CLOCK_MONOTONIC, the clock of
+// Call.TS, to Unix time, for Options.WallOffset.
+func WallOffset() (int64, error) {
+	var mono, real unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono); err != nil {
+		return 0, fmt.Errorf("read monotonic clock: %w", err)
+	}
+	if err := unix.ClockGettime(unix.CLOCK_REALTIME, &real); err != nil {
+		return 0, fmt.Errorf("read real-time clock: %w", err)
+	}
+	return real.Nano() - mono.Nano(), nil
+}
+
+// IsTerminal reports whether fd is a terminal.
+func IsTerminal(fd uintptr) bool {
+	_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
+	return err == nil
+}
