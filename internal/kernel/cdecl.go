@@ -114,3 +114,20 @@ func space(inner string) string {
 	}
 	return " " + inner
 }
+
+// ParamTypes returns the C types of fn's parameters, "..." excluded.
+func ParamTypes(fn *btf.Func) []string {
+	proto, ok := fn.Type.(*btf.FuncProto)
+	if !ok {
+		return nil
+	}
+	params := proto.Params
+	if IsVariadic(proto) {
+		params = params[:len(params)-1]
+	}
+	types := make([]string, len(params))
+	for i, p := range params {
+		types[i] = TypeString(p.Type)
+	}
+	return types
+}

@@ -1,0 +1,93 @@
+package selector
+
+import (
+	"path"
+	"strings"
+
+	"github.com/trawl-dev/trawl/internal/kernel"
+)
+
+// denyRule is a glob of functions trawl never attaches to, and why.
+type denyRule struct {
+	glob   string
+	reason string
+}
+
+const (
+	reasonKernelDeny = "on the kernel's fentry deny list (btf_id_deny in kernel/bpf/verifier.c)"
+	reasonRecursion  = "runs inside the BPF program or its attach path: tracing it would recurse"
+	reasonDelicate   = "low-level function the tracing machinery depends on"
+)
+
+// denyList holds the functions that cannot or must not be traced. Sources:
+//   - the kernel's btf_id_deny set (kernel/bpf/verifier.c), which the
+//     verifier refuses for fentry/fexit: migrate_disable/enable (and
+//     __migrate_enable in 6.17+), rcu_read_unlock_strict,
+//     preempt_count_add/sub, __rcu_read_lock/unlock;
+//   - retsnoop's enforced_deny_globs (src/mass_attacher.c): the trampoline
+//     enter/exit helpers, RCU read lock, BPF spin locks,
+//     bpf_get_smp_processor_id, update_prog_stats, inc_misses_counter;
+//   - what trawl's own program and the kprobe.multi path run through
+//     (ring buffer, probe reads, func IP and cookie helpers, fprobe and
+//     rethook), and lockdep and irq-flag tracing that every one of them
+//     calls into.
+//
+// Functions marked notrace never appear in the traceable set, so they need
+// no rule here.
+var denyList = []denyRule{
+	{"migrate_disable", reasonKernelDeny},
+	{"migrate_enable", reasonKernelDeny},
+	{"__migrate_enable", reasonKernelDeny},
+	{"rcu_read_unlock_strict", reasonKernelDeny},
+	{"preempt_count_add", reasonKernelDeny},
+	{"preempt_count_sub", reasonKernelDeny},
+	{"__rcu_read_lock", reasonKernelDeny},
+	{"__rcu_read_unlock", reasonKernelDeny},
+
+	{"__bpf_prog_enter*", reasonRecursion},
+	{"__bpf_prog_exit*", reasonRecursion},
+	{"__bpf_tramp_enter*", reasonRecursion},
+	{"__bpf_tramp_exit*", reasonRecursion},
+	{"bpf_trampoline_*", reasonRecursion},
+	{"update_prog_stats", reasonRecursion},
+	{"inc_misses_counter", reasonRecursion},
+	{"bpf_prog_start_time", reasonRecursion},
+	{"bpf_get_smp_processor_id", reasonRecursion},
+	{"*bpf_ringbuf_*", reasonRecursion},
+	{"bpf_probe_read_*", reasonRecursion},
+	{"copy_from_kernel_nofault*", reasonRecursion},
+	{"copy_from_user_nofault", reasonRecursion},
+	{"strncpy_from_kernel_nofault", reasonRecursion},
+	{"strncpy_from_user_nofault", reasonRecursion},
+	{"bpf_get_func_*", reasonRecursion},
+	{"bpf_get_attach_cookie*", reasonRecursion},
+	{"bpf_get_current_pid_tgid", reasonRecursion},
+	{"bpf_ktime_get_ns", reasonRecursion},
+	{"ktime_get_mono_fast_ns", reasonRecursion},
+	{"bpf_session_*", reasonRecursion},
+	{"kprobe_multi_link_*", reasonRecursion},
+	{"bpf_kprobe_multi_*", reasonRecursion},
+	{"fprobe_*", reasonRecursion},
+	{"*rethook*", reasonRecursion},
+	{"bpf_spin_lock", reasonDelicate},
+	{"bpf_spin_unlock", reasonDelicate},
+	{"rcu_read_lock*", reasonDelicate},
+	{"rcu_read_unlock*", reasonDelicate},
+	{"lock_acquire", reasonDelicate},
+	{"lock_release", reasonDelicate},
+	{"lock_is_held_type", reasonDelicate},
+	{"lockdep_*", reasonDelicate},
+	{"trace_hardirqs_*", reasonDelicate},
+}
+
+// Denied returns why trawl refuses to trace fn, or "" if it does not.
+// Compiler clones share the verdict of the function they come from.
+func Denied(fn *kernel.Function) string {
+	base, _, _ := strings.Cut(fn.Name, ".")
+	for _, r := range denyList {
+		if ok, _ := path.Match(r.glob, base); ok {
+			return r.reason
+		}
+	}
+	return ""
+}

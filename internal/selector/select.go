@@ -1,0 +1,107 @@
+package selector
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/trawl-dev/trawl/internal/kernel"
+)
+
+// Selection is the outcome of a set of patterns.
+type Selection struct {
+	// Selected are the functions to trace, in catalogue order.
+	Selected []*kernel.Function
+	// Excluded are the functions an including pattern matched but that are
+	// not selected, with the reason.
+	Excluded []Exclusion
+}
+
+// Exclusion is a matched function left out, and why.
+type Exclusion struct {
+	Func   *kernel.Function
+	Reason string
+}
+
+// Select applies patterns to the catalogue (see the package doc for the
+// syntax and how patterns combine).
+func Select(c *kernel.Catalogue, patterns []string) (*Selection, error) {
+	if len(patterns) == 0 {
+		return nil, fmt.Errorf("%w: no pattern given", ErrBadPattern)
+	}
+	var includes, excludes []*Pattern
+	var errs []error
+	for _, text := range patterns {
+		p, err := Parse(text)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if p.Exclude {
+			excludes = append(excludes, p)
+		} else {
+			includes = append(includes, p)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+
+	matched := make([]int, len(includes))
+	selected := make([]int, len(includes))
+	firstReason := make([]string, len(includes))
+	sel := &Selection{}
+	funcs := c.Functions()
+	for i := range funcs {
+		fn := &funcs[i]
+		var hits []int
+		for j, p := range includes {
+			if p.Match(fn) {
+				hits = append(hits, j)
+				matched[j]++
+			}
+		}
+		if len(includes) > 0 && len(hits) == 0 {
+			continue
+		}
+		reason := exclusionReason(fn, excludes)
+		if reason != "" {
+			sel.Excluded = append(sel.Excluded, Exclusion{fn, reason})
+			for _, j := range hits {
+				if firstReason[j] == "" {
+					firstReason[j] = fn.Name + ": " + reason
+				}
+			}
+			continue
+		}
+		sel.Selected = append(sel.Selected, fn)
+		for _, j := range hits {
+			selected[j]++
+		}
+	}
+
+	for j, p := range includes {
+		if selected[j] == 0 {
+			errs = append(errs, &NoMatchError{Pattern: p.Text, Matched: matched[j], Example: firstReason[j]})
+		}
+	}
+	if len(includes) == 0 && len(sel.Selected) == 0 {
+		errs = append(errs, fmt.Errorf("%w: the exclusions leave nothing", ErrNoMatch))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return sel, nil
+}
+
+// exclusionReason says why a matched function is not selected, or "".
+func exclusionReason(fn *kernel.Function, excludes []*Pattern) string {
+	for _, p := range excludes {
+		if p.Match(fn) {
+			return "excluded by " + p.Text
+		}
+	}
+	if !fn.Traceable {
+		return fn.Reason
+	}
+	return Denied(fn)
+}

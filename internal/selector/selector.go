@@ -1,0 +1,234 @@
+// Package selector turns the user's patterns into an exact set of kernel
+// functions.
+//
+// A pattern is
+//
+//		[!][MODULE:]NAME[(TYPE, ...)]
+//
+//	  - NAME is a glob ("tcp_*", "vfs_?ead", "[a-c]*", as path.Match) or a
+//	    regular expression between slashes ("/^vfs_(read|write)$/", RE2
+//	    syntax, unanchored). An empty NAME before "(" means "*".
+//	  - MODULE: limits the pattern to a module, itself a glob; "vmlinux:"
+//	    means the core kernel. Without it, vmlinux and modules match.
+//	  - (TYPE, ...) keeps functions that take an argument of each listed C
+//	    type, in any position: "*(struct sk_buff *)" is every function taking
+//	    a socket buffer, "tcp_*(struct sock *, int)" the tcp_ functions that
+//	    take both. Types compare as written by trawl list, ignoring const,
+//	    volatile and spacing.
+//	  - A leading "!" excludes what the rest matches.
+//
+// Several patterns combine: the result is every function an including
+// pattern matches, minus those an excluding pattern matches. Only
+// exclusions means "everything except". An including pattern that selects
+// nothing is an error naming it. Functions that cannot be traced, and
+// those on the deny list (see Denied), are never selected; they are
+// reported as excluded with the reason.
+package selector
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"regexp/syntax"
+	"strings"
+
+	"github.com/trawl-dev/trawl/internal/kernel"
+)
+
+// Errors of selection, for errors.Is.
+var (
+	ErrBadPattern = errors.New("bad pattern")
+	ErrNoMatch    = errors.New("pattern selects no traceable function")
+)
+
+// NoMatchError reports an including pattern that selects nothing. It
+// matches ErrNoMatch with errors.Is.
+type NoMatchError struct {
+	Pattern string
+	// Matched counts the functions the pattern matched, all excluded.
+	Matched int
+	// Example is one excluded function and its reason.
+	Example string
+}
+
+func (e *NoMatchError) Error() string {
+	if e.Matched == 0 {
+		return fmt.Sprintf("pattern %q matches no function", e.Pattern)
+	}
+	return fmt.Sprintf("pattern %q matches %d functions but none can be traced (%s)", e.Pattern, e.Matched, e.Example)
+}
+
+// Is makes errors.Is(err, ErrNoMatch) true.
+func (e *NoMatchError) Is(target error) bool { return target == ErrNoMatch }
+
+// Pattern is one parsed pattern.
+type Pattern struct {
+	Text     string   // as the user wrote it
+	Exclude  bool     // leading "!"
+	Module   string   // module glob, "" for any
+	ArgTypes []string // normalised C types the function must take
+	glob     string
+	re       *regexp.Regexp
+}
+
+// Parse parses one pattern.
+func Parse(text string) (*Pattern, error) {
+	p := &Pattern{Text: text}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %q: %s", ErrBadPattern, text, fmt.Sprintf(format, args...))
+	}
+	s := text
+	if rest, ok := strings.CutPrefix(s, "!"); ok {
+		p.Exclude, s = true, rest
+	}
+	if i := strings.IndexAny(s, ":/("); i >= 0 && s[i] == ':' {
+		p.Module, s = s[:i], s[i+1:]
+		if p.Module == "" {
+			return nil, bad("empty module before ':'")
+		}
+		if _, err := path.Match(p.Module, ""); err != nil {
+			return nil, bad("module glob %q is malformed", p.Module)
+		}
+	}
+	name, types, err := splitTypes(s)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	p.ArgTypes = types
+	if re, ok := strings.CutPrefix(name, "/"); ok {
+		re, ok = strings.CutSuffix(re, "/")
+		if !ok {
+			return nil, bad("regular expression lacks its closing '/'")
+		}
+		offset := len(text) - len(s) + 1 // where the expression starts in text
+		if p.re, err = compile(re, offset); err != nil {
+			return nil, bad("%v", err)
+		}
+		return p, nil
+	}
+	if name == "" {
+		if types == nil {
+			return nil, bad("empty function name")
+		}
+		name = "*"
+	}
+	if strings.ContainsAny(name, " \t,()/") {
+		return nil, bad("a function name cannot contain spaces, commas, parentheses or '/'")
+	}
+	if _, err := path.Match(name, ""); err != nil {
+		return nil, bad("glob %q is malformed (unclosed '[' or trailing '\\')", name)
+	}
+	p.glob = name
+	return p, nil
+}
+
+// splitTypes splits "name(type, type)" into the name and the normalised
+// types. A regular expression's slashes are skipped, so "/f(o)/" is a name.
+func splitTypes(s string) (string, []string, error) {
+	end := 0
+	if strings.HasPrefix(s, "/") {
+		end = max(1, strings.LastIndexByte(s, '/'))
+	}
+	open := strings.IndexByte(s[end:], '(')
+	if open < 0 {
+		if strings.Contains(s[end:], ")") {
+			return "", nil, errors.New("')' without '('")
+		}
+		return s, nil, nil
+	}
+	name, list := s[:end+open], s[end+open+1:]
+	inner, ok := strings.CutSuffix(list, ")")
+	if !ok || strings.ContainsAny(inner, "()") {
+		return "", nil, errors.New("argument types must be one list in parentheses at the end, like tcp_*(struct sock *, int)")
+	}
+	var types []string
+	for _, t := range strings.Split(inner, ",") {
+		t = NormalizeType(t)
+		if t == "" {
+			return "", nil, errors.New("empty argument type in parentheses")
+		}
+		types = append(types, t)
+	}
+	return name, types, nil
+}
+
+// compile compiles a regular expression, reporting where a syntax error is
+// in the whole pattern (1-based column).
+func compile(expr string, offset int) (*regexp.Regexp, error) {
+	re, err := regexp.Compile(expr)
+	var serr *syntax.Error
+	if errors.As(err, &serr) {
+		col := offset + 1
+		if i := strings.Index(expr, serr.Expr); i >= 0 {
+			col += i
+		}
+		return nil, fmt.Errorf("regular expression error at column %d: %s: %q", col, serr.Code, serr.Expr)
+	}
+	return re, err
+}
+
+// NormalizeType writes a C type the way patterns compare them: no const,
+// volatile or restrict, single spaces, and "*" attached as trawl list
+// prints it ("struct sk_buff *").
+func NormalizeType(t string) string {
+	t = strings.ReplaceAll(t, "*", " * ")
+	var words []string
+	for _, w := range strings.Fields(t) {
+		switch w {
+		case "const", "volatile", "restrict", "__restrict":
+			continue
+		}
+		words = append(words, w)
+	}
+	return strings.ReplaceAll(strings.Join(words, " "), "* *", "**")
+}
+
+// matchName reports whether the function name matches.
+func (p *Pattern) matchName(name string) bool {
+	if p.re != nil {
+		return p.re.MatchString(name)
+	}
+	ok, _ := path.Match(p.glob, name) // the glob was checked by Parse
+	return ok
+}
+
+// Match reports whether fn matches the pattern, ignoring Exclude.
+func (p *Pattern) Match(fn *kernel.Function) bool {
+	if p.Module != "" {
+		mod := fn.Module
+		if mod == "" {
+			mod = "vmlinux"
+		}
+		if ok, _ := path.Match(p.Module, mod); !ok {
+			return false
+		}
+	}
+	if !p.matchName(fn.Name) {
+		return false
+	}
+	return p.matchTypes(fn)
+}
+
+func (p *Pattern) matchTypes(fn *kernel.Function) bool {
+	if len(p.ArgTypes) == 0 {
+		return true
+	}
+	if fn.Proto == nil {
+		return false
+	}
+	args := kernel.ParamTypes(fn.Proto)
+	for _, want := range p.ArgTypes {
+		found := false
+		for _, t := range args {
+			if NormalizeType(t) == want {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
