@@ -390,8 +390,8 @@ func (d *Decoder) view(v *Value, fields []viewField, raw []byte, depth int) {
 		}
 		m := d.member(&f.field, raw, depth)
 		m.Name = f.label
-		if f.format != nil {
-			f.format(&m)
+		if f.names != nil && (m.Kind == KindInt || m.Kind == KindUint) {
+			m.Kind, m.Str = KindEnum, f.names[m.Bits]
 		}
 		v.Fields = append(v.Fields, m)
 	}

@@ -10,34 +10,34 @@ import (
 // viewField is a member of a well-known struct's view.
 type viewField struct {
 	field
-	label  string
-	format func(*Value) // nil: shown as decoded
+	label string
+	names map[uint64]string // if set, integers are shown by these names
 }
 
 type viewSpec struct {
 	label, path string
-	format      func(*Value)
+	names       map[uint64]string
 }
 
 // views are the most telling members of well-known kernel structs, shown
 // instead of the generic pick. Paths that a kernel lacks are skipped.
 var views = map[string][]viewSpec{
 	"sock": {
-		{"family", "__sk_common.skc_family", named(addressFamilies)},
+		{"family", "__sk_common.skc_family", addressFamilies},
 		{"sport", "__sk_common.skc_num", nil},
 		{"dport", "__sk_common.skc_dport", nil}, // __be16: shown in host order
-		{"state", "__sk_common.skc_state", named(tcpStates)},
+		{"state", "__sk_common.skc_state", tcpStates},
 	},
 	"sock_common": {
-		{"family", "skc_family", named(addressFamilies)},
+		{"family", "skc_family", addressFamilies},
 		{"sport", "skc_num", nil},
 		{"dport", "skc_dport", nil},
-		{"state", "skc_state", named(tcpStates)},
+		{"state", "skc_state", tcpStates},
 	},
 	"sk_buff": {
 		{"len", "len", nil},
 		{"data_len", "data_len", nil},
-		{"protocol", "protocol", named(ethProtocols)},
+		{"protocol", "protocol", ethProtocols},
 		{"mark", "mark", nil},
 		{"skb_iif", "skb_iif", nil},
 	},
@@ -51,19 +51,10 @@ func viewOf(s *btf.Struct) []viewField {
 	var out []viewField
 	for _, spec := range specs {
 		if f, ok := lookup(s, spec.path); ok {
-			out = append(out, viewField{field: f, label: spec.label, format: spec.format})
+			out = append(out, viewField{field: f, label: spec.label, names: spec.names})
 		}
 	}
 	return out
-}
-
-// named shows integers with a name from names as enumerators.
-func named(names map[uint64]string) func(*Value) {
-	return func(v *Value) {
-		if v.Kind == KindInt || v.Kind == KindUint {
-			v.Kind, v.Str = KindEnum, names[v.Bits]
-		}
-	}
 }
 
 var addressFamilies = map[uint64]string{

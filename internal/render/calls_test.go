@@ -167,4 +167,3 @@ func testCalls(t testing.TB) []Call {
 			arg{slot: 0xffff888005d1e200, data: file[:40]}, arg{slot: 0x7ffd5e3c0000}, arg{slot: 131072}, arg{slot: 0xffffc90000a3ff00}),
 	}
 }
-
