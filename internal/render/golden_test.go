@@ -74,3 +74,15 @@ func TestJSONGolden(t *testing.T) {
 	render(t, NewJSON(&out, testOptions), testCalls(t))
 	golden(t, "json.golden", out.Bytes())
 }
+
+func TestTreeGolden(t *testing.T) {
+	var out bytes.Buffer
+	render(t, NewTree(&out, testOptions), testCalls(t))
+	golden(t, "tree.golden", out.Bytes())
+}
+
+func TestPerfettoGolden(t *testing.T) {
+	var out bytes.Buffer
+	render(t, NewPerfetto(&out), testCalls(t))
+	golden(t, "perfetto.golden", out.Bytes())
+}

@@ -1,0 +1,142 @@
+package render
+
+import (
+	"bufio"
+	"io"
+	"strconv"
+
+	"github.com/trawl-dev/trawl/internal/decode"
+)
+
+// idleTID is the base of the thread ids given to the idle tasks, which all
+// have tid 0: each CPU's idle task (swapper/N) becomes its own thread.
+const idleTID = 1 << 30
+
+// Perfetto writes a Chrome trace event file (JSON object format), which the
+// Perfetto UI and chrome://tracing open as a timeline: one complete slice
+// ("ph":"X") per call on its process and thread track, with the arguments,
+// return value, errno and CPU as slice args; process and thread names as
+// metadata events; calls whose entry or exit was not seen as instant events
+// ("ph":"i"). Times are in µs of the kernel clock, with ns precision.
+//
+// Slices of one thread nest as the calls did, so the pipeline must give
+// real durations; the file is complete only after Close.
+type Perfetto struct {
+	w      *bufio.Writer
+	named  map[uint64]bool // pid<<32|tid whose name was written
+	events int
+	buf    []byte
+}
+
+// NewPerfetto returns a Perfetto renderer writing to w.
+func NewPerfetto(w io.Writer) *Perfetto {
+	return &Perfetto{w: bufio.NewWriterSize(w, 64<<10), named: map[uint64]bool{}}
+}
+
+// Call writes c as a slice, after name metadata for a new process or thread.
+func (p *Perfetto) Call(c *Call) error {
+	pid, tid := uint64(c.PID), uint64(c.TID)
+	if c.TID == 0 {
+		tid = idleTID + uint64(c.CPU)
+	}
+	b := p.buf[:0]
+	if !p.named[pid<<32] {
+		p.named[pid<<32] = true
+		b = p.appendName(b, "process_name", pid, pid, c.Comm)
+	}
+	if !p.named[pid<<32|tid] {
+		p.named[pid<<32|tid] = true
+		b = p.appendName(b, "thread_name", pid, tid, c.Comm)
+	}
+	b = p.appendSep(b)
+	b = append(b, `{"name":`...)
+	b = appendJSONString(b, c.Func)
+	b = append(b, `,"cat":`...)
+	if c.Module != "" {
+		b = appendJSONString(b, c.Module)
+	} else {
+		b = append(b, `"vmlinux"`...)
+	}
+	if c.Flags&(EntryOnly|ExitOnly) != 0 {
+		b = append(b, `,"ph":"i","s":"t"`...)
+	} else {
+		b = append(b, `,"ph":"X","dur":`...)
+		b = appendMicros(b, c.Duration)
+	}
+	b = append(b, `,"ts":`...)
+	b = appendMicros(b, c.TS)
+	b = append(b, `,"pid":`...)
+	b = strconv.AppendUint(b, pid, 10)
+	b = append(b, `,"tid":`...)
+	b = strconv.AppendUint(b, tid, 10)
+	b = append(b, `,"args":{`...)
+	for i := range c.Args {
+		b = append(b, '"')
+		b = appendName(b, c.Args[i].Name, i)
+		b = append(b, `":`...)
+		b = appendJSONValue(b, &c.Args[i])
+		b = append(b, ',')
+	}
+	if c.Ret.Kind != decode.KindNone {
+		b = append(b, `"ret":`...)
+		b = appendJSONValue(b, &c.Ret)
+		if c.Ret.Kind == decode.KindErrno && c.Ret.Str != "" {
+			b = append(b, `,"errno":`...)
+			b = appendJSONString(b, c.Ret.Str)
+		}
+		b = append(b, ',')
+	}
+	b = append(b, `"cpu":`...)
+	b = strconv.AppendUint(b, uint64(c.CPU), 10)
+	b = appendJSONFlags(b, c.Flags)
+	b = append(b, "}}"...)
+	p.buf = b
+	_, err := p.w.Write(b)
+	return err
+}
+
+// Close ends the file and flushes it.
+func (p *Perfetto) Close() error {
+	b := p.buf[:0]
+	if p.events == 0 {
+		b = append(b, perfettoHeader...)
+	}
+	b = append(b, "\n]}\n"...)
+	if _, err := p.w.Write(b); err != nil {
+		return err
+	}
+	return p.w.Flush()
+}
+
+const perfettoHeader = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"
+
+// appendSep appends the file header before the first event, and a
+// separator before the others.
+func (p *Perfetto) appendSep(b []byte) []byte {
+	p.events++
+	if p.events == 1 {
+		return append(b, perfettoHeader...)
+	}
+	return append(b, ",\n"...)
+}
+
+// appendName appends a process_name or thread_name metadata event.
+func (p *Perfetto) appendName(b []byte, kind string, pid, tid uint64, name string) []byte {
+	b = p.appendSep(b)
+	b = append(b, `{"name":"`...)
+	b = append(b, kind...)
+	b = append(b, `","ph":"M","pid":`...)
+	b = strconv.AppendUint(b, pid, 10)
+	b = append(b, `,"tid":`...)
+	b = strconv.AppendUint(b, tid, 10)
+	b = append(b, `,"args":{"name":`...)
+	b = appendJSONString(b, name)
+	return append(b, "}}"...)
+}
+
+// appendMicros appends ns as µs with three decimals.
+func appendMicros(b []byte, ns uint64) []byte {
+	b = strconv.AppendUint(b, ns/1000, 10)
+	b = append(b, '.')
+	return appendPadded(b, ns%1000, 3)
+}

@@ -1,0 +1,172 @@
+package render
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+// TestJSONValid checks that every line is a JSON object holding the schema's
+// required keys with the values of the call.
+func TestJSONValid(t *testing.T) {
+	calls := testCalls(t)
+	var out bytes.Buffer
+	render(t, NewJSON(&out, Options{}), calls)
+	sc := bufio.NewScanner(&out)
+	i := 0
+	for ; sc.Scan(); i++ {
+		var obj struct {
+			TS       *uint64        `json:"ts"`
+			CPU      *uint32        `json:"cpu"`
+			TID      *uint32        `json:"tid"`
+			Func     string         `json:"func"`
+			Args     map[string]any `json:"args"`
+			Duration uint64         `json:"duration_ns"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &obj); err != nil {
+			t.Fatalf("line %d: %v: %s", i+1, err, sc.Bytes())
+		}
+		c := &calls[i]
+		if obj.TS == nil || *obj.TS != c.TS || obj.CPU == nil || obj.TID == nil || *obj.TID != c.TID || obj.Func != c.Func || obj.Duration != c.Duration {
+			t.Errorf("line %d does not match its call: %s", i+1, sc.Bytes())
+		}
+		if c.Flags&ExitOnly == 0 && len(obj.Args) != len(c.Args) {
+			t.Errorf("line %d: %d args, want %d", i+1, len(obj.Args), len(c.Args))
+		}
+	}
+	if i != len(calls) {
+		t.Errorf("%d lines for %d calls", i, len(calls))
+	}
+}
+
+func TestJSONString(t *testing.T) {
+	for _, s := range []string{"plain", "quote\" back\\ nl\n tab\t ctl\x01", "bad\xff\xfeutf8", "é ✓ \u2028", ""} {
+		var got string
+		b := appendJSONString(nil, s)
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%q: %v: %s", s, err, b)
+		}
+		var want string
+		for _, r := range s { // each invalid byte becomes U+FFFD
+			want += string(r)
+		}
+		if got != want {
+			t.Errorf("%q: round trip gives %q", s, got)
+		}
+	}
+}
+
+// traceEvent is an event of the Chrome trace event format.
+type traceEvent struct {
+	Name string          `json:"name"`
+	Ph   string          `json:"ph"`
+	TS   *float64        `json:"ts"`
+	Dur  *float64        `json:"dur"`
+	PID  *int64          `json:"pid"`
+	TID  *int64          `json:"tid"`
+	S    string          `json:"s"`
+	Args json.RawMessage `json:"args"`
+}
+
+// TestPerfettoValid checks the file against the Trace Event Format: a JSON
+// object with a traceEvents array, the fields each phase requires, times in
+// µs, and slices that nest on each thread.
+func TestPerfettoValid(t *testing.T) {
+	calls := testCalls(t)
+	var out bytes.Buffer
+	render(t, NewPerfetto(&out), calls)
+	var file struct {
+		TraceEvents     []traceEvent `json:"traceEvents"`
+		DisplayTimeUnit string       `json:"displayTimeUnit"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &file); err != nil {
+		t.Fatalf("not valid JSON: %v", err)
+	}
+	if file.DisplayTimeUnit != "ns" && file.DisplayTimeUnit != "ms" {
+		t.Errorf("displayTimeUnit %q", file.DisplayTimeUnit)
+	}
+	type thread struct{ pid, tid int64 }
+	slicesOf := map[thread][]traceEvent{}
+	named := map[thread]bool{}
+	n := 0
+	for _, e := range file.TraceEvents {
+		if e.Name == "" || e.PID == nil || e.TID == nil {
+			t.Fatalf("event without name, pid or tid: %+v", e)
+		}
+		th := thread{*e.PID, *e.TID}
+		switch e.Ph {
+		case "M":
+			var args struct{ Name string }
+			if err := json.Unmarshal(e.Args, &args); err != nil || args.Name == "" {
+				t.Errorf("metadata without a name: %s", e.Args)
+			}
+			if e.Name == "thread_name" {
+				named[th] = true
+			}
+		case "X":
+			if e.TS == nil || e.Dur == nil || *e.Dur < 0 {
+				t.Errorf("complete event without ts or dur: %+v", e)
+			}
+			slicesOf[th] = append(slicesOf[th], e)
+			n++
+		case "i":
+			if e.TS == nil || (e.S != "t" && e.S != "p" && e.S != "g") {
+				t.Errorf("instant event without ts or scope: %+v", e)
+			}
+			n++
+		default:
+			t.Errorf("unexpected phase %q", e.Ph)
+		}
+		if e.Ph != "M" && !named[th] {
+			t.Errorf("thread %v has no thread_name before its events", th)
+		}
+	}
+	if n != len(calls) {
+		t.Errorf("%d events for %d calls", n, len(calls))
+	}
+	if got, want := *slicesOf[thread{4242, 4242}][0].TS, float64(calls[1].TS)/1000; got != want {
+		t.Errorf("ts %v µs, want %v", got, want)
+	}
+	for th, ss := range slicesOf {
+		slices.SortStableFunc(ss, func(a, b traceEvent) int {
+			if *a.TS != *b.TS {
+				return compareFloat(*a.TS, *b.TS)
+			}
+			return compareFloat(*b.Dur, *a.Dur) // the longer, outer slice first
+		})
+		var ends []float64 // stack of the open slices' ends
+		for _, s := range ss {
+			for len(ends) > 0 && ends[len(ends)-1] <= *s.TS {
+				ends = ends[:len(ends)-1]
+			}
+			end := *s.TS + *s.Dur
+			if len(ends) > 0 && end > ends[len(ends)-1] {
+				t.Errorf("thread %v: slice %s overlaps its parent", th, s.Name)
+			}
+			ends = append(ends, end)
+		}
+	}
+}
+
+func compareFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func TestPerfettoEmpty(t *testing.T) {
+	var out bytes.Buffer
+	if err := NewPerfetto(&out).Close(); err != nil {
+		t.Fatal(err)
+	}
+	var file struct{ TraceEvents []traceEvent }
+	if err := json.Unmarshal(out.Bytes(), &file); err != nil || file.TraceEvents == nil {
+		t.Errorf("empty trace %q: %v", out.String(), err)
+	}
+}
