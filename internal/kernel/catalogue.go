@@ -14,6 +14,7 @@ package kernel
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -24,7 +25,6 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf/btf"
-	"golang.org/x/sync/errgroup"
 )
 
 // Paths of the kernel files, relative to the root of the file system a
@@ -154,28 +154,25 @@ func Load(fsys fs.FS) (*Catalogue, error) {
 		source   Source
 		tfsError error
 	)
-	var g errgroup.Group
-	g.Go(func() error {
-		var err error
-		vmlinux, err = loadSpec(fsys, vmlinuxModule, nil)
-		if err != nil {
-			return err
+	var wg sync.WaitGroup
+	var btfErr, symErr error
+	wg.Go(func() {
+		if vmlinux, btfErr = loadSpec(fsys, vmlinuxModule, nil); btfErr == nil {
+			vmFuncs, btfErr = btfFuncs(vmlinux)
 		}
-		vmFuncs, err = btfFuncs(vmlinux)
-		return err
 	})
-	g.Go(func() error {
+	wg.Go(func() {
 		data, err := fs.ReadFile(fsys, kallsymsPath)
 		if err != nil {
-			return fmt.Errorf("read kernel symbols: %w", err)
+			symErr = fmt.Errorf("read kernel symbols: %w", err)
+			return
 		}
-		if ksyms, err = parseKallsyms(bytes.NewReader(data)); err != nil {
-			return err
+		if ksyms, symErr = parseKallsyms(bytes.NewReader(data)); symErr == nil {
+			traced, source, tfsError = readTracefs(fsys)
 		}
-		traced, source, tfsError = readTracefs(fsys)
-		return nil
 	})
-	if err := g.Wait(); err != nil {
+	wg.Wait()
+	if err := cmp.Or(btfErr, symErr); err != nil {
 		return nil, err
 	}
 

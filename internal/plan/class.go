@@ -37,6 +37,17 @@ func (c Class) String() string {
 // MarshalText makes classes readable in JSON.
 func (c Class) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
+// UnmarshalText parses a class written by MarshalText.
+func (c *Class) UnmarshalText(text []byte) error {
+	for i, name := range classNames {
+		if name == string(text) {
+			*c = Class(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown value class %q", text)
+}
+
 // classify returns the class and size of a value of type t.
 func classify(t btf.Type) (Class, int, error) {
 	switch u := btf.UnderlyingType(t).(type) {

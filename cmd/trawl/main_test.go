@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+const root = "../../internal/kernel/testdata/amd64"
+
+func trawl(args ...string) (string, string, error) {
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), args, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func TestList(t *testing.T) {
+	out, stderr, err := trawl("list", "-root", root, "tcp_sendmsg", "nf_conntrack:nf_conntrack_in", "NF_HOOK*")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	want := "NF_HOOK.constprop.0(?)  (no BTF prototype: compiler clone of NF_HOOK (.constprop.0): its arguments differ from the BTF prototype)\n" +
+		"nf_conntrack_in(?) [nf_conntrack]  (no BTF prototype: module nf_conntrack has no BTF)\n" +
+		"int tcp_sendmsg(struct sock *sk, struct msghdr *msg, size_t size)\n"
+	if out != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+}
+
+func TestListVerbose(t *testing.T) {
+	out, _, err := trawl("list", "migrate_*", "vfs_read", "-v", "-root", root, "/^(calibrate_delay|native_sched_clock)$/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "void calibrate_delay(void)\n" +
+		"int migrate_pages_batch(struct list_head *from, new_folio_t *get_new_folio, free_folio_t *put_new_folio, long unsigned int private, enum migrate_mode mode, int reason, struct list_head *ret_folios, struct list_head *split_folios, struct migrate_pages_stats *stats, int nr_pass)\n" +
+		"ssize_t vfs_read(struct file *file, char *buf, size_t count, loff_t *pos)\n" +
+		"excluded: migrate_disable: on the kernel's fentry deny list (btf_id_deny in kernel/bpf/verifier.c)\n" +
+		"excluded: native_sched_clock: not in available_filter_functions: notrace, or not patchable by ftrace\n"
+	if out != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+}
+
+func TestListJSON(t *testing.T) {
+	out, _, err := trawl("list", "-json", "-root", root, "ZSTD_CCtx_setFParams", "ip_finish_output2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got jsonList
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(got.Functions) != 2 {
+		t.Fatalf("%d functions", len(got.Functions))
+	}
+	ip, z := got.Functions[1], got.Functions[0]
+	if len(ip.Addrs) != 2 || ip.Slots != 3 {
+		t.Errorf("ip_finish_output2: %+v", ip)
+	}
+	if z.Slots != 3 || len(z.Args) != 2 || z.Args[1].Class.String() != "struct" || z.Args[1].Size != 12 {
+		t.Errorf("ZSTD_CCtx_setFParams: %+v", z)
+	}
+}
+
+func TestListErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		usage bool
+		want  string
+	}{
+		{[]string{"list", "-root", root}, true, "at least one pattern"},
+		{[]string{"list", "-root", root, "-bogus", "x"}, true, "flag provided but not defined"},
+		{[]string{"list", "-root", root, "nosuch"}, false, `pattern "nosuch" matches no function`},
+		{[]string{"list", "-root", root, "/(/"}, false, "missing closing )"},
+		{[]string{"list", "-root", "/nonexistent", "x"}, false, "kernel BTF not found"},
+		{[]string{"frobnicate"}, true, `unknown command "frobnicate"`},
+		{nil, true, "no command"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, _, err := trawl(tc.args...)
+			if err == nil || errors.Is(err, errUsage) != tc.usage || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want usage=%v error containing %q", err, tc.usage, tc.want)
+			}
+		})
+	}
+}
