@@ -1,0 +1,189 @@
+package decode_test
+
+import (
+	"testing"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/trawl-dev/trawl/internal/decode"
+	"github.com/trawl-dev/trawl/internal/decode/decodetest"
+)
+
+func fixture(t testing.TB) *btf.Spec {
+	spec, err := decodetest.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+func proto(t testing.TB, spec *btf.Spec, fn string) *btf.FuncProto {
+	p, err := decodetest.Func(spec, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRetErrno(t *testing.T) {
+	spec := fixture(t)
+	d := decode.NewDecoder(decode.Options{}, nil)
+	for _, tc := range []struct {
+		fn   string
+		raw  uint64
+		kind decode.Kind
+		str  string
+	}{
+		{"__x64_sys_close", uint64(^uint64(1)), decode.KindErrno, "ENOENT"}, // -2
+		{"__x64_sys_close", uint64(1<<64 - 512), decode.KindErrno, "ERESTARTSYS"},
+		{"__x64_sys_close", 0, decode.KindInt, ""},
+		{"tcp_sendmsg", 0xffffffff, decode.KindErrno, "EPERM"}, // int: -1 in the low 32 bits
+		{"do_filp_open", uint64(1<<64 - 12), decode.KindErrno, "ENOMEM"},
+		{"do_filp_open", 0xffff888004b2c000, decode.KindPointer, ""},
+		{"tcp_set_state", 0, decode.KindNone, ""},
+	} {
+		v := d.Ret(proto(t, spec, tc.fn).Return, tc.raw)
+		if v.Kind != tc.kind || v.Str != tc.str {
+			t.Errorf("%s returning %#x: kind %d %q, want %d %q", tc.fn, tc.raw, v.Kind, v.Str, tc.kind, tc.str)
+		}
+	}
+}
+
+func TestFlagEnum(t *testing.T) {
+	spec := fixture(t)
+	p := proto(t, spec, "try_to_unmap")
+	d := decode.NewDecoder(decode.Options{}, nil)
+	for raw, want := range map[uint64]string{0x10: "TTU_SYNC", 0x50: "TTU_SYNC|TTU_BATCH_FLUSH", 0x13: "TTU_SYNC|0x3", 0: ""} {
+		v := d.Arg("flags", p.Params[1].Type, decode.Raw{Slots: [2]uint64{raw}})
+		if v.Kind != decode.KindEnum || v.Str != want || v.Uint() != raw {
+			t.Errorf("flags %#x: %q, want %q", raw, v.Str, want)
+		}
+	}
+}
+
+func TestStructByValue(t *testing.T) {
+	spec := fixture(t)
+	p := proto(t, spec, "__audit_tk_injoffset")
+	d := decode.NewDecoder(decode.Options{}, nil)
+	v := d.Arg("offset", p.Params[0].Type, decode.Raw{Slots: [2]uint64{1, 1<<64 - 5}})
+	if len(v.Fields) != 2 || v.Fields[0].Int() != 1 || v.Fields[1].Int() != -5 {
+		t.Errorf("timespec64 by value: %+v", v)
+	}
+}
+
+func TestString(t *testing.T) {
+	spec := fixture(t)
+	p := proto(t, spec, "do_sys_openat2")
+	d := decode.NewDecoder(decode.Options{MaxBytes: 4}, nil)
+	for _, tc := range []struct {
+		data  string
+		str   string
+		more  int32
+		trunc bool
+	}{
+		{"/etc\x00junk", "/etc", 0, false},
+		{"/etc/passwd\x00", "/etc", 7, false},
+		{"/et", "/et", 0, true}, // cut by the capture budget
+	} {
+		v := d.Arg("filename", p.Params[1].Type, decode.Raw{Slots: [2]uint64{0x7ffd0000}, Data: []byte(tc.data)})
+		if v.Kind != decode.KindString || v.Str != tc.str || v.More != tc.more || v.IsTruncated() != tc.trunc {
+			t.Errorf("%q: %+v", tc.data, v)
+		}
+	}
+}
+
+func TestTruncatedStruct(t *testing.T) {
+	spec := fixture(t)
+	p := proto(t, spec, "tcp_sendmsg")
+	sk, err := decodetest.Pointee(p, "sk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256)
+	if err := decodetest.Put(buf, sk, "__sk_common.skc_family", 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, full := range []bool{false, true} {
+		d := decode.NewDecoder(decode.Options{Full: full}, nil)
+		v := d.Arg("sk", p.Params[0].Type, decode.Raw{Slots: [2]uint64{0xffff888000000000}, Data: buf[:17]})
+		if !v.IsTruncated() || len(v.Fields) == 0 {
+			t.Errorf("full=%v: 17 bytes of sock not marked truncated: %+v", full, v)
+		}
+	}
+	d := decode.NewDecoder(decode.Options{}, nil)
+	v := d.Arg("sk", p.Params[0].Type, decode.Raw{Slots: [2]uint64{0xffff888000000000}, Data: buf})
+	if v.Fields[0].Name != "family" || v.Fields[0].Str != "AF_INET6" || v.IsTruncated() {
+		t.Errorf("sock view: %+v", v)
+	}
+}
+
+func TestBitfieldsAndDepth(t *testing.T) {
+	spec := fixture(t)
+	p := proto(t, spec, "sk_skb_reason_drop")
+	skb, err := decodetest.Pointee(p, "skb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256)
+	if err := decodetest.Put(buf, skb, "active_extensions", 0); err != nil {
+		t.Fatal(err)
+	}
+	buf[126] = 0b0000_1100 // cloned=0 nohdr=0 fclone=3 (bits 2-3)
+	d := decode.NewDecoder(decode.Options{Full: true, Depth: 1}, nil)
+	v := d.Value(skb, buf)
+	found := false
+	for _, f := range v.Fields {
+		switch {
+		case f.Name == "fclone":
+			found = f.Uint() == 3
+		case f.Kind == decode.KindStruct && !f.IsElided():
+			t.Errorf("member %s nested deeper than Depth 1 is shown", f.Name)
+		}
+	}
+	if !found {
+		t.Errorf("bitfield fclone not decoded as 3: %+v", v.Fields)
+	}
+}
+
+func TestSymbolize(t *testing.T) {
+	spec := fixture(t)
+	p := proto(t, spec, "__x64_sys_close")
+	d := decode.NewDecoder(decode.Options{}, symbolizer{})
+	v := d.Arg("regs", p.Params[0].Type, decode.Raw{Slots: [2]uint64{0xffffffff81000010}})
+	if v.Kind != decode.KindPointer || v.Str != "_stext" || v.Off != 0x10 {
+		t.Errorf("pointer: %+v", v)
+	}
+}
+
+type symbolizer struct{}
+
+func (symbolizer) Symbolize(addr uint64) (string, uint64, bool) {
+	if addr >= 0xffffffff81000000 && addr < 0xffffffff81001000 {
+		return "_stext", addr - 0xffffffff81000000, true
+	}
+	return "", 0, false
+}
+
+// FuzzDecode feeds random bytes, lengths and options to every argument of
+// the fixture's functions: the decoder must never panic.
+func FuzzDecode(f *testing.F) {
+	spec := fixture(f)
+	var protos []*btf.FuncProto
+	for _, fn := range []string{"tcp_sendmsg", "vfs_read", "do_sys_openat2", "do_filp_open", "sk_skb_reason_drop", "try_to_unmap", "__audit_tk_injoffset"} {
+		protos = append(protos, proto(f, spec, fn))
+	}
+	f.Add([]byte("hello\x00"), uint64(0xffff888000000000), uint8(0), false)
+	f.Add(make([]byte, 300), uint64(1), uint8(5), true)
+	f.Fuzz(func(t *testing.T, data []byte, slot uint64, depth uint8, full bool) {
+		d := decode.NewDecoder(decode.Options{Depth: int(depth % 8), Full: full}, symbolizer{})
+		for _, p := range protos {
+			for _, param := range p.Params {
+				d.Arg(param.Name, param.Type, decode.Raw{Slots: [2]uint64{slot, slot >> 7}, Data: data})
+				if ptr, ok := btf.UnderlyingType(param.Type).(*btf.Pointer); ok {
+					d.Value(ptr.Target, data)
+				}
+			}
+			d.Ret(p.Return, slot)
+		}
+	})
+}
