@@ -105,6 +105,9 @@ func (b *builder) resolve(module, name string) (fn btfFunc, note string, ok bool
 // pick chooses among BTF functions of one name. Static functions of several
 // files can share a name; their prototypes are only trusted when they agree.
 func pick(name string, fns []btfFunc) (btfFunc, string, bool) {
+	if len(fns) == 1 {
+		return fns[0], "", true
+	}
 	first := declare(fns[0].fn.Type, "")
 	for _, f := range fns[1:] {
 		if declare(f.fn.Type, "") != first {

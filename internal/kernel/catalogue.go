@@ -281,7 +281,7 @@ type btfFunc struct {
 // btfFuncs indexes the functions of spec by name. For a module's split
 // BTF only the module's own types are visited.
 func btfFuncs(spec *btf.Spec) (map[string][]btfFunc, error) {
-	funcs := make(map[string][]btfFunc)
+	funcs := make(map[string][]btfFunc, 1<<16)
 	for typ, err := range spec.All() {
 		if err != nil {
 			return nil, fmt.Errorf("read BTF types: %w", err)
