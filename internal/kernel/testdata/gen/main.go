@@ -17,6 +17,9 @@
 //	dup          given a second, synthetic address (a static function of
 //	             the same name in another file)
 //	module=NAME  a synthetic function of module NAME, without BTF
+//
+// Without -kallsyms (when only a kernel's BTF is at hand) every symbol gets
+// a synthetic address.
 package main
 
 import (
@@ -46,7 +49,7 @@ type sym struct {
 
 func main() {
 	btfPath := flag.String("btf", "/sys/kernel/btf/vmlinux", "source vmlinux BTF")
-	ksymsPath := flag.String("kallsyms", "/proc/kallsyms", "source kallsyms")
+	ksymsPath := flag.String("kallsyms", "/proc/kallsyms", "source kallsyms; \"\" gives synthetic addresses")
 	listPath := flag.String("list", "", "list of symbols and flags")
 	out := flag.String("out", "", "output directory")
 	flag.Parse()
@@ -61,9 +64,11 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ksyms, err := readKallsyms(*ksymsPath)
-	if err != nil {
-		log.Fatal(err)
+	ksyms := map[string][]sym{}
+	if *ksymsPath != "" {
+		if ksyms, err = readKallsyms(*ksymsPath); err != nil {
+			log.Fatal(err)
+		}
 	}
 
 	b, err := btf.NewBuilder(nil, &btf.BuilderOptions{Deduplicate: true})
@@ -91,6 +96,8 @@ func main() {
 		var found []sym
 		if isModule {
 			found = []sym{{addr: 0xffffffffc0000000 + uint64(i)*0x100, kind: "t", name: e.name, module: e.flags["module"]}}
+		} else if *ksymsPath == "" {
+			found = []sym{{addr: 0xffff800080010000 + uint64(i)*0x100, kind: "t", name: e.name}}
 		} else {
 			found = ksyms[e.name]
 		}
