@@ -54,9 +54,10 @@ type TracingSpec struct {
 	Name string
 	// AttachType is one of this package's attach types.
 	AttachType AttachType
-	// AttachBTFID is the vmlinux BTF id of the function the program is
-	// loaded against: the target function for AttachTraceFSession, the
-	// id of MultiFunc for the multi attach types (see LoadTracing).
+	// AttachBTFID is the vmlinux BTF id of the function an
+	// AttachTraceFSession program is loaded against. It must be zero for
+	// the multi attach types: the kernel loads those against MultiFunc
+	// itself and refuses (EINVAL) any id, even MultiFunc's.
 	AttachBTFID btf.TypeID
 	// Instructions is the program. Calls of kfuncs carry the kfunc's
 	// vmlinux BTF id in Constant and asm.PseudoKfuncCall in Src.
@@ -65,9 +66,7 @@ type TracingSpec struct {
 	License string
 }
 
-// LoadTracing loads spec as a BPF_PROG_TYPE_TRACING program. When
-// spec.AttachBTFID is zero and the attach type is a multi one, it loads
-// the program against MultiFunc from the kernel's BTF.
+// LoadTracing loads spec as a BPF_PROG_TYPE_TRACING program.
 //
 // It needs Linux 7.0 for AttachTraceFSession and Linux 7.2 on x86-64 for
 // the multi attach types; on older kernels the error wraps
@@ -77,15 +76,13 @@ func LoadTracing(spec *TracingSpec) (*ebpf.Program, error) {
 	if err := kernelKnows(spec.AttachType); err != nil {
 		return nil, fmt.Errorf("load %s program %q: %w", spec.AttachType, spec.Name, err)
 	}
-	id := spec.AttachBTFID
-	if id == 0 && spec.AttachType.Multi() {
-		var err error
-		if id, err = kernelFuncID(MultiFunc); err != nil {
-			return nil, fmt.Errorf("load %s program %q: %w", spec.AttachType, spec.Name, err)
-		}
+	if spec.AttachType.Multi() != (spec.AttachBTFID == 0) {
+		return nil, fmt.Errorf("load %s program %q: BTF id %d: multi programs take none, others need one",
+			spec.AttachType, spec.Name, spec.AttachBTFID)
 	}
 	var insns bytes.Buffer
-	if err := spec.Instructions.Marshal(&insns, binary.NativeEndian); err != nil {
+	// trawl runs on amd64 and arm64, both little-endian.
+	if err := spec.Instructions.Marshal(&insns, binary.LittleEndian); err != nil {
 		return nil, fmt.Errorf("encode program %q: %w", spec.Name, err)
 	}
 	code := insns.Bytes()
@@ -96,7 +93,7 @@ func LoadTracing(spec *TracingSpec) (*ebpf.Program, error) {
 		insns:              unsafe.Pointer(&code[0]),
 		license:            unsafe.Pointer(&license[0]),
 		expectedAttachType: uint32(spec.AttachType),
-		attachBTFID:        uint32(id),
+		attachBTFID:        uint32(spec.AttachBTFID),
 	}
 	copy(attr.progName[:len(attr.progName)-1], spec.Name)
 

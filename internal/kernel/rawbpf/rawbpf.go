@@ -58,15 +58,19 @@ func (a AttachType) String() string {
 }
 
 // Multi reports whether programs of type a attach through a tracing_multi
-// link, and so are loaded against MultiFunc rather than their target.
+// link, and so are loaded against MultiFunc rather than a target.
 func (a AttachType) Multi() bool {
 	return a == AttachTraceFEntryMulti || a == AttachTraceFExitMulti || a == AttachTraceFSessionMulti
 }
 
-// MultiFunc is the kernel function that tracing_multi programs are loaded
-// against. It takes no arguments, so such a program cannot read its
-// context directly; it reads arguments with bpf_get_func_arg and
-// bpf_get_func_arg_cnt, and the return value with bpf_get_func_ret.
+// MultiFunc is the kernel function, int bpf_multi_func(void), that the
+// kernel loads tracing_multi programs against (the program gives no BTF
+// id). As it takes no arguments, such a program cannot read its context
+// directly ("func 'bpf_multi_func' doesn't have 1-th argument"); it reads
+// the arguments of whichever function it runs for with bpf_get_func_arg
+// and bpf_get_func_arg_cnt, the return value with bpf_get_func_ret, the
+// address with bpf_get_func_ip and the link's per-function cookie with
+// bpf_get_attach_cookie.
 const MultiFunc = "bpf_multi_func"
 
 // ErrVerifier is wrapped by the error of a program load that the verifier
