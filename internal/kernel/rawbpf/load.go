@@ -73,12 +73,15 @@ type TracingSpec struct {
 // ebpf.ErrNotSupported. A verifier rejection wraps ErrVerifier and ends
 // with the verifier log.
 func LoadTracing(spec *TracingSpec) (*ebpf.Program, error) {
-	if err := kernelKnows(spec.AttachType); err != nil {
-		return nil, fmt.Errorf("load %s program %q: %w", spec.AttachType, spec.Name, err)
-	}
 	if spec.AttachType.Multi() != (spec.AttachBTFID == 0) {
 		return nil, fmt.Errorf("load %s program %q: BTF id %d: multi programs take none, others need one",
 			spec.AttachType, spec.Name, spec.AttachBTFID)
+	}
+	if len(spec.Instructions) == 0 {
+		return nil, fmt.Errorf("load program %q: no instructions", spec.Name)
+	}
+	if err := kernelKnows(spec.AttachType); err != nil {
+		return nil, fmt.Errorf("load %s program %q: %w", spec.AttachType, spec.Name, err)
 	}
 	var insns bytes.Buffer
 	// trawl runs on amd64 and arm64, both little-endian.
@@ -118,7 +121,10 @@ func LoadTracing(spec *TracingSpec) (*ebpf.Program, error) {
 // loadError words a failed load: unsupported, rejected by the verifier
 // (with its log), or another errno.
 func loadError(spec *TracingSpec, err error, logBuf []byte) error {
-	log := string(bytes.TrimRight(logBuf[:max(0, bytes.IndexByte(logBuf, 0))], "\n"))
+	if end := bytes.IndexByte(logBuf, 0); end >= 0 {
+		logBuf = logBuf[:end]
+	}
+	log := string(bytes.TrimRight(logBuf, "\n"))
 	prefix := fmt.Sprintf("load %s program %q", spec.AttachType, spec.Name)
 	switch {
 	case errors.Is(err, errENOTSUPP), errors.Is(err, unix.EOPNOTSUPP):
