@@ -1,0 +1,229 @@
+package trawl_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
+
+	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/render"
+	"github.com/trawl-dev/trawl/internal/vmtest/guest"
+)
+
+// knownCalls are kernel functions the workload calls with known values,
+// and what each call must decode to. Functions a kernel lacks are left
+// out of that kernel's run.
+var knownCalls = []struct {
+	fn    string
+	what  string
+	check func(t *testing.T, call map[string]any)
+}{
+	{"bpf_fentry_test1", "int argument and return value", func(t *testing.T, c map[string]any) {
+		wantArg(t, c, "a", 1.0)
+		wantRet(t, c, 2.0)
+	}},
+	{"bpf_fentry_test3", "char, int and u64 arguments", func(t *testing.T, c map[string]any) {
+		wantArg(t, c, "a", 4.0)
+		wantArg(t, c, "b", 5.0)
+		wantArg(t, c, "c", 6.0)
+		wantRet(t, c, 15.0)
+	}},
+	{"bpf_fentry_test5", "short argument among five", func(t *testing.T, c map[string]any) {
+		wantArg(t, c, "a", 11.0)
+		wantArg(t, c, "c", 13.0)
+		wantArg(t, c, "e", 15.0)
+	}},
+	{"do_mmap", "more than six arguments (x86-64: the seventh on the stack)", func(t *testing.T, c map[string]any) {
+		wantArg(t, c, "len", float64(2*os.Getpagesize()))
+		wantArg(t, c, "pgoff", 2.0)
+	}},
+	{"do_sys_openat2", "user string and a struct field behind a pointer", func(t *testing.T, c map[string]any) {
+		wantArg(t, c, "filename", openPath)
+		how, _ := args(c)["how"].(map[string]any)
+		if how["mode"] != float64(0o640) {
+			t.Errorf("how = %v, want mode 0640 (416)", args(c)["how"])
+		}
+	}},
+	{"vfs_getxattr", "kernel string and an errno return", func(t *testing.T, c map[string]any) {
+		wantArg(t, c, "name", "user.trawl")
+		if c["errno"] != "ENODATA" && c["errno"] != "EOPNOTSUPP" {
+			t.Errorf("errno = %v, want ENODATA or EOPNOTSUPP", c["errno"])
+		}
+	}},
+	{"from_kuid_munged", "struct passed by value", func(t *testing.T, c map[string]any) {
+		kuid, _ := args(c)["kuid"].(map[string]any)
+		if kuid["val"] != 4321.0 {
+			t.Errorf("kuid = %v, want {val: 4321}", args(c)["kuid"])
+		}
+		wantRet(t, c, 4321.0)
+	}},
+	{"kfree_skb_reason", "enum argument", wantDropReason},
+	{"sk_skb_reason_drop", "enum argument", wantDropReason},
+}
+
+var openPath = "/tmp/trawl-capture-test"
+
+func wantDropReason(t *testing.T, c map[string]any) {
+	if args(c)["reason"] != "SKB_DROP_REASON_NO_SOCKET" {
+		t.Skipf("dropped for %v (other drops happen too)", args(c)["reason"])
+	}
+}
+
+func args(c map[string]any) map[string]any {
+	a, _ := c["args"].(map[string]any)
+	return a
+}
+
+func wantArg(t *testing.T, c map[string]any, name string, want any) {
+	t.Helper()
+	if got := args(c)[name]; got != want {
+		t.Errorf("%s = %#v, want %#v (call %v)", name, got, want, c)
+	}
+}
+
+func wantRet(t *testing.T, c map[string]any, want any) {
+	t.Helper()
+	if c["ret"] != want {
+		t.Errorf("ret = %#v, want %#v", c["ret"], want)
+	}
+}
+
+func TestCaptureKnownValues(t *testing.T) {
+	guest.Require(t)
+	cat, err := kernel.Live()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for _, k := range knownCalls {
+		if len(cat.Lookup(k.fn)) > 0 {
+			patterns = append(patterns, k.fn)
+		}
+	}
+	for _, backend := range []string{trawl.BackendFentry, trawl.BackendKprobeMulti} {
+		t.Run(backend, func(t *testing.T) {
+			calls := capture(t, trawl.Config{Patterns: patterns, Backend: backend, PIDs: []int{os.Getpid()}})
+			for _, k := range knownCalls {
+				t.Run(k.fn, func(t *testing.T) {
+					if len(cat.Lookup(k.fn)) == 0 {
+						t.Skipf("kernel %s has no %s", guest.Kernel(), k.fn)
+					}
+					got := calls[k.fn]
+					if len(got) == 0 {
+						t.Fatalf("no call of %s (%s) captured", k.fn, k.what)
+					}
+					k.check(t, got[len(got)-1])
+				})
+			}
+		})
+	}
+}
+
+// capture opens a session, runs the workload and returns the calls seen,
+// as JSON objects by function.
+func capture(t *testing.T, cfg trawl.Config) map[string][]map[string]any {
+	s, err := trawl.Open(t.Context(), cfg)
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		t.Skipf("kernel %s: %v", guest.Kernel(), err)
+	}
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer s.Close()
+	st, _ := s.Stats()
+	t.Logf("%s: %d functions attached, skipped: %v", s.Backend, st.Attached, st.Skipped)
+	workload(t)
+	var buf bytes.Buffer
+	j := render.NewJSON(&buf, render.Options{})
+	s.SetDeadline(time.Now().Add(2 * time.Second))
+	var c trawl.Call
+	for {
+		err := s.Read(&c)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Call(&c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.Close()
+	st, _ = s.Stats()
+	t.Logf("stats: %+v", st)
+	calls := map[string][]map[string]any{}
+	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("bad JSON line %q: %v", line, err)
+		}
+		fn, _ := m["func"].(string)
+		calls[fn] = append(calls[fn], m)
+	}
+	return calls
+}
+
+// workload calls each known function with known values.
+func workload(t *testing.T) {
+	// bpf_fentry_test1..8 run with fixed arguments when a tracing
+	// program is test-run.
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type: ebpf.Tracing, AttachType: ebpf.AttachTraceFEntry, AttachTo: "bpf_fentry_test1",
+		License: "GPL", Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+	})
+	if err != nil {
+		t.Fatalf("load test-run program: %v", err)
+	}
+	if _, err := prog.Run(&ebpf.RunOptions{}); err != nil {
+		t.Errorf("test-run: %v", err)
+	}
+	prog.Close()
+
+	// do_mmap: a file mapping of two pages at page offset 2.
+	fd, err := unix.MemfdCreate("trawl", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	page := os.Getpagesize()
+	unix.Ftruncate(fd, int64(4*page))
+	if mem, err := unix.Mmap(fd, int64(2*page), 2*page, unix.PROT_READ, unix.MAP_SHARED); err == nil {
+		unix.Munmap(mem)
+	} else {
+		t.Errorf("mmap: %v", err)
+	}
+
+	// do_sys_openat2 and from_kuid_munged (stat of a file owned by 4321).
+	f, err := os.OpenFile(openPath, os.O_CREATE|os.O_WRONLY, 0o640)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	os.Chown(openPath, 4321, 4322)
+	os.Stat(openPath)
+	defer os.Remove(openPath)
+
+	// vfs_getxattr with a kernel copy of the name.
+	buf := make([]byte, 16)
+	unix.Getxattr(filepath.Clean(openPath), "user.trawl", buf)
+
+	// An skb dropped for want of a socket: UDP to a closed port.
+	if c, err := net.Dial("udp", "127.0.0.1:9"); err == nil {
+		c.Write([]byte("x"))
+		c.Close()
+	}
+}

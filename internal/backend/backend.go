@@ -1,0 +1,141 @@
+// Package backend attaches trawl's capture program to kernel functions:
+// fentry/fexit trampolines (one program load per function, in parallel,
+// sharing maps) or kprobe.multi/kretprobe.multi links (one program, links
+// by address in batches). Functions that fail for a known, harmless reason
+// are skipped and counted by reason; anything else is an error.
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/trawl-dev/trawl/internal/plan"
+)
+
+// Target is a function to attach to. ID is the index of its plan in the
+// plans map, passed to the program as the attach cookie.
+type Target struct {
+	ID   uint32
+	Plan *plan.Plan
+}
+
+// Progress is told how many functions have been handled out of how many.
+type Progress func(done, total int)
+
+// Attachment holds what a backend attached.
+type Attachment struct {
+	mu       sync.Mutex
+	links    []link.Link
+	programs []program
+	// Attached is the number of functions attached.
+	Attached int
+	// Skipped lists skipped functions by reason.
+	Skipped map[string][]string
+}
+
+func newAttachment() *Attachment {
+	return &Attachment{Skipped: map[string][]string{}}
+}
+
+// program is a loaded program and the name of the capture program it is a
+// copy of. Owned programs are closed with the attachment.
+type program struct {
+	name  string
+	prog  *ebpf.Program
+	owned bool
+}
+
+func (a *Attachment) add(l link.Link, progs ...program) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.links = append(a.links, l)
+	a.programs = append(a.programs, progs...)
+}
+
+func (a *Attachment) skip(reason, fn string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.Skipped[reason] = append(a.Skipped[reason], fn)
+}
+
+// RecursionMisses returns, per capture program, how often the kernel
+// skipped it because a BPF program was already running on the CPU (5.12+).
+func (a *Attachment) RecursionMisses() map[string]uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	misses := map[string]uint64{}
+	for _, p := range a.programs {
+		if st, err := p.prog.Stats(); err == nil {
+			misses[p.name] += st.RecursionMisses
+		}
+	}
+	return misses
+}
+
+// Close detaches everything.
+func (a *Attachment) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	for _, l := range a.links {
+		errs = append(errs, l.Close())
+	}
+	for _, p := range a.programs {
+		if p.owned {
+			errs = append(errs, p.prog.Close())
+		}
+	}
+	a.links, a.programs = nil, nil
+	return errors.Join(errs...)
+}
+
+// SkipSummary lists the skip reasons with their counts, most frequent
+// first.
+func (a *Attachment) SkipSummary() []string {
+	var lines []string
+	for reason, fns := range a.Skipped {
+		lines = append(lines, fmt.Sprintf("%d %s (e.g. %s)", len(fns), reason, fns[0]))
+	}
+	sort.Slice(lines, func(i, j int) bool { return len(a.Skipped[lines[i]]) > len(a.Skipped[lines[j]]) || lines[i] < lines[j] })
+	return lines
+}
+
+// ENOTSUPP is the kernel's internal "operation not supported" (524), which
+// leaks to user space from trampoline and ftrace code.
+const ENOTSUPP = syscall.Errno(524)
+
+// skippable classifies attach errors that mean "this function cannot be
+// traced this way", with the kernel's reason. Other errors abort.
+var skippable = []struct {
+	match  func(error) bool
+	reason string
+}{
+	{func(err error) bool { return errors.Is(err, btf.ErrNotFound) }, "not in BTF, so no trampoline can attach"},
+	{func(err error) bool { return errors.Is(err, syscall.EBUSY) }, "busy: another ftrace user owns the function (EBUSY)"},
+	{func(err error) bool { return errors.Is(err, syscall.ENOENT) }, "not found by the kernel (ENOENT)"},
+	{func(err error) bool { return errors.Is(err, syscall.EADDRNOTAVAIL) }, "address not traceable (EADDRNOTAVAIL)"},
+	{func(err error) bool { return errors.Is(err, ENOTSUPP) }, "the kernel cannot patch it (ENOTSUPP)"},
+	{func(err error) bool {
+		var ve *ebpf.VerifierError
+		return errors.As(err, &ve) && strings.Contains(ve.Error(), "arg")
+	}, "prototype refused by the verifier"},
+	{func(err error) bool { return errors.Is(err, syscall.EINVAL) }, "rejected by the kernel (EINVAL)"},
+}
+
+// classify returns the reason to skip a function for err, or "".
+func classify(err error) string {
+	for _, s := range skippable {
+		if s.match(err) {
+			return s.reason
+		}
+	}
+	return ""
+}

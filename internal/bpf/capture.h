@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Shared layout of trawl's capture program and its Go loader. Every size
+ * and offset here is mirrored by the Go structs bpf2go generates. */
+#ifndef TRAWL_CAPTURE_H
+#define TRAWL_CAPTURE_H
+
+#define MAX_SLOTS 12     /* argument slots: x86-64 trampolines take 12 */
+#define MAX_CAPS 12      /* pointer arguments whose memory is copied */
+#define MAX_DEPTH 16     /* nested traced calls kept per task */
+#define MAX_DATA 1024    /* bytes copied behind pointers, per call */
+#define MAX_CAP 512      /* bytes copied behind one pointer (power of 2) */
+
+/* What a capture copies. */
+enum cap_kind {
+	CAP_MEM = 1, /* size bytes of memory */
+	CAP_STR = 2, /* a NUL-terminated string, at most size bytes */
+};
+
+struct cap {
+	__u8 slot; /* the slot holding the pointer */
+	__u8 kind;
+	__u16 size;
+};
+
+/* src of a kprobe slot: SRC_STACK set means an offset from the stack
+ * pointer at entry, else a byte offset into struct pt_regs. */
+#define SRC_STACK 0x8000
+
+/* plan is what the program needs to know about one function. */
+struct plan {
+	__u8 nr_slots;
+	__u8 nr_caps;
+	__u16 pad;
+	__u16 src[MAX_SLOTS];
+	struct cap caps[MAX_CAPS];
+};
+
+/* Flags of a record. */
+#define REC_ENTRY 1     /* entry seen: slots and data are valid */
+#define REC_EXIT 2      /* exit seen: ret and exit_ts are valid */
+#define REC_TRUNCATED 4 /* the data budget ran out */
+
+/* record is one call as it goes to user space: its header, then data_len
+ * bytes of captured memory, cap_len[i] bytes for capture i in order. */
+struct record {
+	__u64 entry_ts;
+	__u64 exit_ts;
+	__u64 ret;
+	__u64 slots[MAX_SLOTS];
+	__u32 func;
+	__u32 tgid;
+	__u32 pid;
+	__u16 cpu;
+	__u8 flags;
+	__u8 depth;
+	char comm[16];
+	__u16 cap_len[MAX_CAPS];
+	__u16 cap_failed; /* bit i: capture i could not be read */
+	__u16 data_len;
+	__u32 pad;
+};
+
+/* A frame is a power of two in size, so the verifier keeps exact bounds
+ * on &frames[depth]; its data has room for MAX_DATA + MAX_CAP. */
+#define FRAME_SIZE 2048
+
+struct frame {
+	struct record rec;
+	__u8 data[FRAME_SIZE - sizeof(struct record)];
+};
+
+_Static_assert(sizeof(struct frame) == FRAME_SIZE, "frame size");
+_Static_assert(FRAME_SIZE - sizeof(struct record) >= MAX_DATA + MAX_CAP, "frame data");
+
+/* shadow is a task's stack of calls in flight. depth counts calls even
+ * past MAX_DEPTH, so exits stay matched when frames overflow. */
+struct shadow {
+	__u32 depth;
+	__u32 pad;
+	struct frame frames[MAX_DEPTH];
+};
+
+/* Counters, per CPU. */
+enum counter {
+	CNT_CALLS,        /* exits seen */
+	CNT_DROPS,        /* records the ring buffer had no room for */
+	CNT_MISS_STORAGE, /* entries without task storage */
+	CNT_MISS_DEPTH,   /* calls nested deeper than MAX_DEPTH */
+	CNT_MISS_ENTRY,   /* exits without their entry */
+	CNT_MISS_EXIT,    /* entries whose exit never came */
+	CNT_FILTERED,     /* entries a filter dropped */
+	CNT_MAX,
+};
+
+#endif

@@ -1,0 +1,7 @@
+// Package bpf holds trawl's BPF C sources and the objects bpf2go builds
+// from them, for amd64 and arm64. The objects are committed, so building
+// trawl needs no clang; `make bpf` rebuilds them with the pinned clang and
+// CI checks they match the sources.
+package bpf
+
+//go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target amd64,arm64 -type record -type plan -cflags "-O2 -g -Wall -Werror" Capture capture.c -- -I/usr/include/x86_64-linux-gnu

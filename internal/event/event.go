@@ -1,0 +1,154 @@
+// Package event reads the capture program's records from the ring buffer
+// and turns them into decoded calls. Pairing of entry and exit happens in
+// the kernel (a per-task shadow stack), so each record is a whole call, or
+// an exit whose entry was missed.
+package event
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/trawl-dev/trawl/internal/backend"
+	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/decode"
+	"github.com/trawl-dev/trawl/internal/plan"
+	"github.com/trawl-dev/trawl/internal/render"
+)
+
+// Record flags, from internal/bpf/capture.h.
+const (
+	recEntry     = 1
+	recExit      = 2
+	recTruncated = 4
+)
+
+const headerSize = int(unsafe.Sizeof(bpf.CaptureRecord{}))
+
+// ErrShortRecord is returned for a record smaller than its header says.
+var ErrShortRecord = errors.New("short record from the ring buffer")
+
+// Record is one raw record: the header and the captured memory.
+type Record struct {
+	bpf.CaptureRecord
+	Data []byte
+}
+
+// Parse splits raw ring buffer bytes into a Record. Data aliases raw.
+func Parse(raw []byte) (Record, error) {
+	var r Record
+	if len(raw) < headerSize {
+		return r, fmt.Errorf("%w: %d bytes", ErrShortRecord, len(raw))
+	}
+	if err := binary.Read(bytes.NewReader(raw[:headerSize]), binary.NativeEndian, &r.CaptureRecord); err != nil {
+		return r, err
+	}
+	r.Data = raw[headerSize:]
+	if int(r.DataLen) > len(r.Data) {
+		return r, fmt.Errorf("%w: %d data bytes of %d", ErrShortRecord, len(r.Data), r.DataLen)
+	}
+	r.Data = r.Data[:r.DataLen]
+	return r, nil
+}
+
+// Decoder turns records into calls.
+type Decoder struct {
+	plans []*plan.Plan
+	dec   *decode.Decoder
+	// caps holds, per plan, the argument index of each capture.
+	caps [][]int
+}
+
+// NewDecoder decodes records of the given plans (indexed by the record's
+// function ID).
+func NewDecoder(plans []*plan.Plan, opts decode.Options, sym decode.Symbolizer) *Decoder {
+	caps := make([][]int, len(plans))
+	for i, p := range plans {
+		caps[i] = backend.CapturedArgs(p)
+	}
+	return &Decoder{plans: plans, dec: decode.NewDecoder(opts, sym), caps: caps}
+}
+
+// Call decodes r into c, reusing c's argument slice.
+func (d *Decoder) Call(r *Record, c *render.Call) error {
+	if int(r.Func) >= len(d.plans) {
+		return fmt.Errorf("record for unknown function %d", r.Func)
+	}
+	p := d.plans[r.Func]
+	*c = render.Call{
+		TS:     r.EntryTs,
+		CPU:    uint32(r.Cpu),
+		PID:    r.Tgid,
+		TID:    r.Pid,
+		Comm:   comm(r.Comm[:]),
+		Func:   p.Func.Name,
+		Module: p.Func.Module,
+		Depth:  int(r.Depth),
+		Args:   c.Args[:0],
+	}
+	if r.Flags&recEntry == 0 {
+		c.TS = r.ExitTs
+		c.Flags |= render.ExitOnly
+	} else {
+		c.Duration = r.ExitTs - r.EntryTs
+		c.Args = d.args(r, p, c.Args)
+	}
+	if r.Flags&recTruncated != 0 {
+		c.Flags |= render.Missed
+	}
+	var retType btf.Type = p.Ret.Type
+	if p.Ret.Class != plan.Void {
+		c.Ret = d.dec.Ret(retType, r.Ret)
+	}
+	return nil
+}
+
+func (d *Decoder) args(r *Record, p *plan.Plan, out []decode.Value) []decode.Value {
+	data := map[int][]byte{}
+	off := 0
+	for i, arg := range d.caps[r.Func] {
+		n := int(r.CapLen[i])
+		if off+n > len(r.Data) {
+			break
+		}
+		if n > 0 && r.CapFailed&(1<<i) == 0 {
+			data[arg] = r.Data[off : off+n]
+		}
+		off += n
+	}
+	for i, a := range p.Args {
+		var raw decode.Raw
+		for s := 0; s < a.NumSlots && s < 2 && a.Slot+s < len(r.Slots); s++ {
+			raw.Slots[s] = r.Slots[a.Slot+s]
+		}
+		raw.Data = data[i]
+		name := a.Name
+		if name == "" {
+			name = fmt.Sprintf("arg%d", i)
+		}
+		out = append(out, d.dec.Arg(name, a.Type, raw))
+	}
+	if p.Func.Proto == nil {
+		// No prototype: show the raw argument registers.
+		for i := 0; i < 6; i++ {
+			out = append(out, decode.Value{Kind: decode.KindUint, Name: fmt.Sprintf("arg%d", i), Bits: r.Slots[i], Flags: decode.Hex})
+		}
+	}
+	return out
+}
+
+func comm(b []int8) string {
+	n := 0
+	for n < len(b) && b[n] != 0 {
+		n++
+	}
+	s := make([]byte, n)
+	for i := range s {
+		s[i] = byte(b[i])
+	}
+	return string(s)
+}

@@ -1,0 +1,79 @@
+package kernel
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// maxSymbolGap bounds how far past the last symbol an address still
+// belongs to it; kallsyms has no sizes.
+const maxSymbolGap = 1 << 16
+
+// Symbolizer maps kernel addresses to "symbol+offset" through kallsyms:
+// text and data symbols of vmlinux and modules. Heap, stack and user
+// addresses fall outside every symbol and are not symbolised.
+type Symbolizer struct {
+	addrs []uint64
+	names []string
+}
+
+// LiveSymbolizer reads /proc/kallsyms.
+func LiveSymbolizer() (*Symbolizer, error) {
+	f, err := os.Open("/proc/kallsyms")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return NewSymbolizer(f)
+}
+
+// NewSymbolizer reads symbols formatted like /proc/kallsyms.
+func NewSymbolizer(r io.Reader) (*Symbolizer, error) {
+	type sym struct {
+		addr uint64
+		name string
+	}
+	var syms []sym
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 3 {
+			continue
+		}
+		addr, err := strconv.ParseUint(fields[0], 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("kallsyms: bad address %q: %w", fields[0], err)
+		}
+		if addr == 0 || strings.HasPrefix(fields[2], "__pfx_") || strings.HasPrefix(fields[2], "__cfi_") {
+			continue
+		}
+		syms = append(syms, sym{addr, fields[2]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read kallsyms: %w", err)
+	}
+	sort.SliceStable(syms, func(i, j int) bool { return syms[i].addr < syms[j].addr })
+	s := &Symbolizer{addrs: make([]uint64, len(syms)), names: make([]string, len(syms))}
+	for i, sy := range syms {
+		s.addrs[i], s.names[i] = sy.addr, sy.name
+	}
+	return s, nil
+}
+
+// Symbolize returns the symbol holding addr and the offset into it.
+func (s *Symbolizer) Symbolize(addr uint64) (string, uint64, bool) {
+	i := sort.Search(len(s.addrs), func(i int) bool { return s.addrs[i] > addr }) - 1
+	if i < 0 {
+		return "", 0, false
+	}
+	off := addr - s.addrs[i]
+	if i == len(s.addrs)-1 && off > maxSymbolGap {
+		return "", 0, false
+	}
+	return s.names[i], off, true
+}

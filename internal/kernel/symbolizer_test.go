@@ -1,0 +1,36 @@
+package kernel
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSymbolizer(t *testing.T) {
+	s, err := NewSymbolizer(strings.NewReader(`ffffffff81000000 T _stext
+ffffffff81000100 t __pfx_tcp_sendmsg
+ffffffff81000110 T tcp_sendmsg
+ffffffff82000000 D init_net
+ffffffffc0000000 t ext4_fill_super	[ext4]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		addr uint64
+		name string
+		off  uint64
+		ok   bool
+	}{
+		{0xffffffff81000110, "tcp_sendmsg", 0, true},
+		{0xffffffff81000123, "tcp_sendmsg", 0x13, true},
+		{0xffffffff82000040, "init_net", 0x40, true},
+		{0xffffffffc0000010, "ext4_fill_super", 0x10, true},
+		{0xffff888100000000, "", 0, false}, // direct map: heap
+		{0xffffffffc1000000, "", 0, false}, // past the last symbol
+	} {
+		name, off, ok := s.Symbolize(c.addr)
+		if name != c.name || off != c.off || ok != c.ok {
+			t.Errorf("Symbolize(%#x) = %q, %#x, %v; want %q, %#x, %v", c.addr, name, off, ok, c.name, c.off, c.ok)
+		}
+	}
+}
