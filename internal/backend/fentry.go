@@ -44,13 +44,15 @@ func AttachFentry(ctx context.Context, spec *ebpf.CollectionSpec, maps map[strin
 	return a, nil
 }
 
-// kinds are the two programs attached to each function.
+// kinds are the two programs attached to each function: fexit first, so
+// that a call in flight while attaching has at worst an exit without its
+// entry (sent flagged), never an entry whose frame nobody pops.
 var kinds = []struct {
 	prog   string
 	attach ebpf.AttachType
 }{
-	{bpf.CaptureProgFentryCapture, ebpf.AttachTraceFEntry},
 	{bpf.CaptureProgFexitCapture, ebpf.AttachTraceFExit},
+	{bpf.CaptureProgFentryCapture, ebpf.AttachTraceFEntry},
 }
 
 func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, t Target) error {

@@ -70,15 +70,16 @@ func (b *batcher) attach(ctx context.Context, lo, hi int) error {
 		return err
 	}
 	opts := link.KprobeMultiOptions{Addresses: b.addrs[lo:hi], Cookies: b.cookies[lo:hi]}
-	l, err := link.KprobeMulti(b.entry, opts)
+	// The exit link goes first: see kinds in fentry.go.
+	r, err := link.KretprobeMulti(b.exit, opts)
 	if err == nil {
-		var r link.Link
-		r, err = link.KretprobeMulti(b.exit, opts)
+		var l link.Link
+		l, err = link.KprobeMulti(b.entry, opts)
 		if err != nil {
-			l.Close()
+			r.Close()
 		} else {
-			b.a.add(l)
 			b.a.add(r)
+			b.a.add(l)
 			b.done += hi - lo
 			if b.progress != nil {
 				b.progress(b.done, len(b.addrs))

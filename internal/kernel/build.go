@@ -143,7 +143,7 @@ func (b *builder) build(traced []Symbol, source Source) []Function {
 	for _, k := range keys {
 		g := groups[k]
 		f := Function{Name: k.name, Module: k.module, Traceable: true, Copies: g.count}
-		addrs := g.addrs
+		addrs := symbolAddrs(g.addrs, b.ksyms[k])
 		if source == FromFilterNames {
 			addrs = b.ksyms[k]
 			if len(addrs) != g.count {
@@ -232,4 +232,27 @@ func nonZero(addrs []uint64) []uint64 {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// maxPatchOffset bounds how far into a function its ftrace location lies:
+// past an ENDBR64 (4 bytes) with x86 IBT, or the BTI and patchable NOPs
+// on arm64.
+const maxPatchOffset = 16
+
+// symbolAddrs maps ftrace locations (from available_filter_functions_addrs)
+// to the kallsyms addresses of their symbols. kprobe.multi finds a call's
+// cookie by the symbol address, so attaching at the ftrace location of a
+// function that starts with ENDBR64 would give its calls no cookie.
+func symbolAddrs(ftrace, ksyms []uint64) []uint64 {
+	out := make([]uint64, len(ftrace))
+	for i, a := range ftrace {
+		out[i] = a
+		found := false
+		for _, s := range ksyms {
+			if s <= a && a-s <= maxPatchOffset && (!found || s > out[i]) {
+				out[i], found = s, true
+			}
+		}
+	}
+	return out
 }

@@ -34,3 +34,14 @@ ffffffffc0000000 t ext4_fill_super	[ext4]
 		}
 	}
 }
+
+func TestSymbolAddrs(t *testing.T) {
+	ksyms := []uint64{0x1000, 0x2000, 0x3000}
+	got := symbolAddrs([]uint64{0x1004, 0x2000, 0x3020}, ksyms)
+	want := []uint64{0x1000, 0x2000, 0x3020}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("symbolAddrs[%d] = %#x, want %#x", i, got[i], want[i])
+		}
+	}
+}
