@@ -52,13 +52,16 @@ type Config struct {
 	Decode decode.Options
 	// Progress, if set, is told how attaching goes.
 	Progress backend.Progress
+	// Notify, if set, receives one-line notices for the user (a degraded
+	// source of kernel facts); else they go to log/slog.
+	Notify func(string)
 }
 
 // Call is one traced call, decoded.
 type Call = render.Call
 
 // ErrNoPrivileges is returned when trawl may not load BPF programs.
-var ErrNoPrivileges = errors.New("trawl needs root (or CAP_BPF and CAP_PERFMON) to load BPF programs")
+var ErrNoPrivileges = errors.New("trawl needs root (or CAP_BPF and CAP_PERFMON) and a kernel that allows BPF tracing programs")
 
 // Session is a running trace.
 type Session struct {
@@ -85,7 +88,11 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		return nil, err
 	}
 	if n := cat.Notice(); n != "" {
-		slog.Warn(n)
+		if cfg.Notify != nil {
+			cfg.Notify(n)
+		} else {
+			slog.Warn(n)
+		}
 	}
 	sel, err := selector.Select(cat, cfg.Patterns)
 	if err != nil {
@@ -174,6 +181,9 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	default:
 		s.attached, err = backend.KprobeMulti(ctx, s.coll.Programs[bpf.CaptureProgKprobeCapture], s.coll.Programs[bpf.CaptureProgKretprobeCapture], targets, cfg.Progress)
 	}
+	if errors.Is(err, unix.EPERM) {
+		return nil, fmt.Errorf("%w: the kernel refused (%w)", ErrNoPrivileges, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -227,6 +237,9 @@ func (s *Session) load(spec *ebpf.CollectionSpec, name string) error {
 	}
 	var err error
 	s.coll, err = ebpf.NewCollection(trimmed)
+	if errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("%w: the kernel refused (%w)", ErrNoPrivileges, err)
+	}
 	if err != nil {
 		return fmt.Errorf("load the capture program: %w", err)
 	}

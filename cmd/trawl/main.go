@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // command is a subcommand of trawl.
@@ -26,11 +27,17 @@ var commands = map[string]command{
 	"list": {"show the kernel functions patterns select, with prototypes", runList},
 }
 
+// hidden are subcommands trawl runs itself, left out of the usage.
+var hidden = map[string]command{
+	gateCommand:     {"", runGate},
+	workloadCommand: {"", runWorkload},
+}
+
 // errUsage marks command-line mistakes, which exit with status 2.
 var errUsage = errors.New("usage")
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	switch {
@@ -54,15 +61,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	cmd, ok := commands[args[0]]
+	if h, isHidden := hidden[args[0]]; isHidden {
+		cmd, ok = h, true
+	}
 	if !ok {
-		usage(stderr)
-		return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+		// Anything else is a pattern: trace.
+		return runTrace(ctx, args, stdout, stderr)
 	}
 	return cmd.run(ctx, args[1:], stdout, stderr)
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: trawl COMMAND [flags] [args]\n\ncommands:")
+	fmt.Fprintln(w, "usage: trawl [flags] PATTERN... [-- COMMAND [ARGS...]]   trace kernel functions\n       trawl COMMAND [flags] [args]\n\ncommands:")
 	names := make([]string, 0, len(commands))
 	for name := range commands {
 		names = append(names, name)
@@ -76,25 +86,37 @@ func usage(w io.Writer) {
 
 // parseInterspersed parses flags that may come before, between or after
 // the positional arguments, and returns the positional arguments.
+// Arguments after "--" are positional too.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
+	pos, rest, err := parseUntilDash(fs, args)
+	return append(pos, rest...), err
+}
+
+// parseUntilDash parses flags interspersed with positional arguments up to
+// "--", and returns the positional arguments and those after "--".
+func parseUntilDash(fs *flag.FlagSet, args []string) (pos, rest []string, err error) {
+	for len(args) > 0 {
+		if args[0] == "--" {
+			return pos, args[1:], nil
+		}
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
+				return nil, nil, err
 			}
-			return nil, fmt.Errorf("%w: %v", errUsage, err)
+			return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
 		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
+		left := fs.Args()
+		// The flag package eats a "--" that ends the flags.
+		if used := len(args) - len(left); used > 0 && args[used-1] == "--" {
+			return pos, left, nil
 		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
+		if len(left) == 0 {
+			break
 		}
-		pos = append(pos, args[0])
-		args = args[1:]
+		pos = append(pos, left[0])
+		args = left[1:]
 	}
+	return pos, nil, nil
 }
 
 // oneLine keeps a message on one line.

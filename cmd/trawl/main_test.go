@@ -11,14 +11,14 @@ import (
 
 const root = "../../internal/kernel/testdata/amd64"
 
-func trawl(args ...string) (string, string, error) {
+func runTrawl(args ...string) (string, string, error) {
 	var out, errOut bytes.Buffer
 	err := run(context.Background(), args, &out, &errOut)
 	return out.String(), errOut.String(), err
 }
 
 func TestList(t *testing.T) {
-	out, stderr, err := trawl("list", "-root", root, "tcp_sendmsg", "nf_conntrack:nf_conntrack_in", "NF_HOOK*")
+	out, stderr, err := runTrawl("list", "-root", root, "tcp_sendmsg", "nf_conntrack:nf_conntrack_in", "NF_HOOK*")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -31,7 +31,7 @@ func TestList(t *testing.T) {
 }
 
 func TestListVerbose(t *testing.T) {
-	out, _, err := trawl("list", "migrate_*", "vfs_read", "-v", "-root", root, "/^(calibrate_delay|native_sched_clock)$/")
+	out, _, err := runTrawl("list", "migrate_*", "vfs_read", "-v", "-root", root, "/^(calibrate_delay|native_sched_clock)$/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestListVerbose(t *testing.T) {
 }
 
 func TestListJSON(t *testing.T) {
-	out, _, err := trawl("list", "-json", "-root", root, "ZSTD_CCtx_setFParams", "ip_finish_output2")
+	out, _, err := runTrawl("list", "-json", "-root", root, "ZSTD_CCtx_setFParams", "ip_finish_output2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,11 +77,14 @@ func TestListErrors(t *testing.T) {
 		{[]string{"list", "-root", root, "nosuch"}, false, `pattern "nosuch" matches no function`},
 		{[]string{"list", "-root", root, "/(/"}, false, "missing closing )"},
 		{[]string{"list", "-root", "/nonexistent", "x"}, false, "kernel BTF not found"},
-		{[]string{"frobnicate"}, true, `unknown command "frobnicate"`},
+		{[]string{"--frobnicate", "tcp_*"}, true, "flag provided but not defined"},
+		{[]string{"-p", "1"}, true, "no pattern"},
+		{[]string{"--json", "--tree", "x"}, true, "choose one of"},
+		{[]string{"-p", "1", "x", "--", "true"}, true, "-p and a command"},
 		{nil, true, "no command"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			_, _, err := trawl(tc.args...)
+			_, _, err := runTrawl(tc.args...)
 			if err == nil || errors.Is(err, errUsage) != tc.usage || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want usage=%v error containing %q", err, tc.usage, tc.want)
 			}

@@ -105,15 +105,17 @@ static __always_inline int wanted(__u32 tgid)
  * user memory (a char * or struct pointer may be either). */
 static __always_inline long copy(struct frame *f, __u32 off, const struct cap *c, __u64 ptr)
 {
-	__u32 size = c->size & (MAX_CAP - 1);
+	__u32 size = c->size;
 	void *dst;
 	long n;
 
 	if (size > MAX_DATA - off)
 		size = MAX_DATA - off;
-	/* Keep the mask: the compiler knows off < MAX_DATA, but the verifier
-	 * may have lost that bound, and needs it to check dst + size. */
-	asm volatile("" : "+r"(off));
+	/* Keep the masks: the compiler knows off < MAX_DATA and size <
+	 * MAX_CAP (the loader caps plan sizes), but the verifier may have lost
+	 * those bounds, and needs them to check dst + size. */
+	asm volatile("" : "+r"(off), "+r"(size));
+	size &= MAX_CAP - 1;
 	dst = &f->data[off & (MAX_DATA - 1)];
 	if (c->kind == CAP_STR) {
 		n = bpf_probe_read_kernel_str(dst, size, (void *)ptr);
