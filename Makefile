@@ -7,7 +7,7 @@ KERNELS := amd64-6.1 amd64-6.12 amd64-7.3 arm64-6.12 arm64-7.3
 KERNEL  ?= $(KERNELS)
 export CGO_ENABLED := 0
 
-.PHONY: all test unit vmtest tools fetch FORCE
+.PHONY: all test unit vmtest tools fetch demo readme-features bpf bpf-check FORCE
 
 all: tools
 
@@ -20,7 +20,7 @@ bin/guestinit-%: FORCE
 	GOARCH=$* $(GO) build -o $@ ./internal/vmtest/guestinit
 
 # tools and fetch come first so the runner tests in unit find the test bed.
-test: tools fetch unit vmtest
+test: bpf-check tools fetch unit vmtest
 
 # unit runs everything that needs no kernel, on the host.
 unit:
@@ -35,3 +35,30 @@ fetch: bin/vmrun
 # guests named by KERNEL, one after the other, and fails if any fails.
 vmtest: tools fetch
 	@./internal/vmtest/suite $(KERNEL)
+
+# trawl, static, for each architecture of the test bed.
+bin/trawl-%: FORCE
+	GOARCH=$* $(GO) build -o $@ ./cmd/trawl
+
+# demo is the main job on a machine whose own kernel refuses BPF: trawl
+# in a throwaway guest, tracing its small built-in workload.
+DEMO_KERNEL ?= amd64-6.12
+DEMO_ARGS   ?= --workload 'do_sys_openat2' 'vfs_read' 'vfs_write' 'tcp_sendmsg' 'tcp_recvmsg' 'inet_*connect' 'do_mmap'
+demo: tools bin/trawl-amd64 bin/trawl-arm64
+	@bin/vmrun -fetch -kernel $(DEMO_KERNEL)
+	bin/vmrun -kernel $(DEMO_KERNEL) bin/trawl-$(firstword $(subst -, ,$(DEMO_KERNEL))) $(DEMO_ARGS)
+
+# readme-features probes every guest and rewrites the README's table.
+readme-features: tools fetch bin/trawl-amd64 bin/trawl-arm64
+	./internal/vmtest/readme-features $(KERNELS)
+
+# bpf rebuilds the BPF objects with the pinned clang; bpf-check fails when
+# the committed objects differ from what the sources build.
+BPF_PACKAGES := clang-19 llvm-19 libbpf-dev
+bpf:
+	@command -v clang-19 >/dev/null && test -e /usr/include/bpf/bpf_helpers.h || \
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -q -y --no-install-recommends $(BPF_PACKAGES); }
+	cd internal/bpf && $(GO) generate
+
+bpf-check: bpf
+	@git diff --exit-code --stat internal/bpf || { echo "internal/bpf: committed BPF objects are stale: run make bpf and commit"; exit 1; }

@@ -24,7 +24,8 @@ type command struct {
 // commands maps each subcommand name to its implementation. Add new
 // subcommands here.
 var commands = map[string]command{
-	"list": {"show the kernel functions patterns select, with prototypes", runList},
+	"list":     {"show the kernel functions patterns select, with prototypes", runList},
+	"features": {"show which attach mechanisms the running kernel supports", runFeatures},
 }
 
 // hidden are subcommands trawl runs itself, left out of the usage.

@@ -141,10 +141,8 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		go func() { done <- child.cmd.Wait() }()
 	}
-	var readErr error
+	stop := make(chan struct{})
 	go func() {
-		// Stop reading when the context ends or the command exits, after
-		// what is left in the ring buffer has been read.
 		select {
 		case <-ctx.Done():
 		case err := <-done:
@@ -152,28 +150,45 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				fmt.Fprintf(stderr, "trawl: command: %v\n", err)
 			}
 		}
-		s.SetDeadline(time.Now().Add(200 * time.Millisecond))
+		close(stop)
 	}()
-	var c trawl.Call
-	for {
-		err := s.Read(&c)
-		if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, ringbuf.ErrClosed) {
-			break
-		}
-		if err != nil {
-			readErr = err
-			break
-		}
-		if err := r.Call(&c); err != nil {
-			readErr = err
-			break
-		}
-	}
+	readErr := readCalls(s, r, stop)
 	st, statsErr := s.Stats()
 	closeErr := s.Close()
 	renderErr := r.Close()
 	summary(stderr, st)
 	return errors.Join(readErr, statsErr, closeErr, renderErr)
+}
+
+// readCalls renders calls until stop is closed and the ring buffer is
+// drained. A blocked read does not see a new deadline, so reads wait in
+// short rounds.
+func readCalls(s *trawl.Session, r render.Renderer, stop <-chan struct{}) error {
+	var c trawl.Call
+	stopping := false
+	for {
+		s.SetDeadline(time.Now().Add(100 * time.Millisecond))
+		err := s.Read(&c)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			if stopping {
+				return nil
+			}
+			select {
+			case <-stop:
+				stopping = true
+			default:
+			}
+		case errors.Is(err, ringbuf.ErrClosed):
+			return nil
+		case err != nil:
+			return err
+		default:
+			if err := r.Call(&c); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // renderer picks the output format.

@@ -10,9 +10,9 @@ import (
 	"strings"
 )
 
-// maxSymbolGap bounds how far past the last symbol an address still
-// belongs to it; kallsyms has no sizes.
-const maxSymbolGap = 1 << 16
+// maxSymbolGap bounds how far past a symbol an address still belongs to
+// it; kallsyms has no sizes.
+const maxSymbolGap = 1 << 20
 
 // Symbolizer maps kernel addresses to "symbol+offset" through kallsyms:
 // text and data symbols of vmlinux and modules. Heap, stack and user
@@ -21,6 +21,10 @@ type Symbolizer struct {
 	addrs []uint64
 	names []string
 }
+
+// minKernelAddr is below every kernel text or data address on x86-64 and
+// arm64 (both put the kernel in the top half of the address space).
+const minKernelAddr = 1 << 63
 
 // LiveSymbolizer reads /proc/kallsyms.
 func LiveSymbolizer() (*Symbolizer, error) {
@@ -49,7 +53,10 @@ func NewSymbolizer(r io.Reader) (*Symbolizer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("kallsyms: bad address %q: %w", fields[0], err)
 		}
-		if addr == 0 || strings.HasPrefix(fields[2], "__pfx_") || strings.HasPrefix(fields[2], "__cfi_") {
+		// Absolute symbols and per-CPU offsets (small addresses) would
+		// "symbolise" heap pointers as far offsets.
+		if addr < minKernelAddr || fields[1] == "A" || fields[1] == "a" ||
+			strings.HasPrefix(fields[2], "__pfx_") || strings.HasPrefix(fields[2], "__cfi_") {
 			continue
 		}
 		syms = append(syms, sym{addr, fields[2]})
@@ -72,7 +79,7 @@ func (s *Symbolizer) Symbolize(addr uint64) (string, uint64, bool) {
 		return "", 0, false
 	}
 	off := addr - s.addrs[i]
-	if i == len(s.addrs)-1 && off > maxSymbolGap {
+	if off > maxSymbolGap {
 		return "", 0, false
 	}
 	return s.names[i], off, true

@@ -6,7 +6,9 @@ import (
 )
 
 func TestSymbolizer(t *testing.T) {
-	s, err := NewSymbolizer(strings.NewReader(`ffffffff81000000 T _stext
+	s, err := NewSymbolizer(strings.NewReader(`0000000000000000 A fixed_percpu_data
+0000000000032000 D __per_cpu_end
+ffffffff81000000 T _stext
 ffffffff81000100 t __pfx_tcp_sendmsg
 ffffffff81000110 T tcp_sendmsg
 ffffffff82000000 D init_net
@@ -27,6 +29,8 @@ ffffffffc0000000 t ext4_fill_super	[ext4]
 		{0xffffffffc0000010, "ext4_fill_super", 0x10, true},
 		{0xffff888100000000, "", 0, false}, // direct map: heap
 		{0xffffffffc1000000, "", 0, false}, // past the last symbol
+		{0x40000, "", 0, false},            // user memory, above per-CPU offsets
+		{0xffffffff81800000, "", 0, false}, // far from any symbol
 	} {
 		name, off, ok := s.Symbolize(c.addr)
 		if name != c.name || off != c.off || ok != c.ok {

@@ -97,18 +97,35 @@ func Run(ctx context.Context, o Options) (int, error) {
 		return 0, fmt.Errorf("write initramfs: %w", err)
 	}
 
+	for attempt := 1; ; attempt++ {
+		code, booted, err := boot(ctx, o, u.Image, initrd, tmp)
+		if err != nil || code != ExitPanic || booted || attempt == bootAttempts {
+			return code, err
+		}
+		fmt.Fprintf(o.Console, "vmrun: the %s kernel panicked while booting, before the init ran; booting again (%d of %d)\n", o.Kernel.ID, attempt+1, bootAttempts)
+	}
+}
+
+// bootAttempts bounds how often a guest whose kernel panics while booting
+// is booted again: stock kernels under TCG now and then crash in early
+// boot, which says nothing about the binary under test.
+const bootAttempts = 3
+
+// boot runs the guest once. booted reports whether the init started.
+func boot(ctx context.Context, o Options, image, initrd, tmp string) (code int, booted bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	console, status := filepath.Join(tmp, "console.log"), filepath.Join(tmp, "status")
+	os.Remove(status)
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	cmd := exec.CommandContext(ctx, qemuBinary(o.Kernel.Arch), qemuArgs(o, u.Image, initrd, console, status)...)
+	cmd := exec.CommandContext(ctx, qemuBinary(o.Kernel.Arch), qemuArgs(o, image, initrd, console, status)...)
 	cmd.ExtraFiles = []*os.File{outW, errW} // fd 3 and 4
 	cmd.Stderr = o.Console
 	var g errgroup.Group
@@ -124,21 +141,23 @@ func Run(ctx context.Context, o Options) (int, error) {
 	outR.Close()
 	errR.Close()
 
-	code := exitStatus(ctx, runErr, console, status)
+	code = exitStatus(ctx, console, status)
+	log, _ := os.ReadFile(console)
+	booted = bytes.Contains(log, []byte(guest.StartMarker))
 	if code != 0 || o.Verbose {
-		showConsole(o.Console, o.Kernel.ID, code, console)
+		showConsole(o.Console, o.Kernel.ID, code, log)
 	}
 	if runErr != nil && ctx.Err() == nil && code == ExitNoStatus {
 		var exit *exec.ExitError
 		if !errors.As(runErr, &exit) {
-			return 0, fmt.Errorf("start qemu: %w", runErr)
+			return 0, false, fmt.Errorf("start qemu: %w", runErr)
 		}
 	}
-	return code, nil
+	return code, booted, nil
 }
 
 // exitStatus works out how the run ended.
-func exitStatus(ctx context.Context, runErr error, console, status string) int {
+func exitStatus(ctx context.Context, console, status string) int {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return ExitTimeout
 	}
@@ -168,8 +187,7 @@ func findMarker(text []byte) (int, bool) {
 	return 0, false
 }
 
-func showConsole(w io.Writer, id string, code int, console string) {
-	log, _ := os.ReadFile(console)
+func showConsole(w io.Writer, id string, code int, log []byte) {
 	why := map[int]string{ExitTimeout: "timed out", ExitPanic: "kernel panic", ExitNoStatus: "no exit status"}[code]
 	if why == "" {
 		why = "exit status " + strconv.Itoa(code)

@@ -24,6 +24,10 @@ const (
 	PortStatus = "trawl.status"
 )
 
+// StartMarker is the console line the init prints once it runs: a kernel
+// panic before it is a boot failure, not the binary's doing.
+const StartMarker = "trawl-guestinit: started"
+
 // ExitMarker starts the console line the init prints with the command's
 // exit status, a fallback for when the status port is missing.
 const ExitMarker = "TRAWL-VMTEST-EXIT="

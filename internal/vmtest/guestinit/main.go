@@ -38,6 +38,7 @@ func run() error {
 	if err := openConsole(); err != nil {
 		return err
 	}
+	fmt.Println(guest.StartMarker)
 	if err := loadModules(); err != nil {
 		return err
 	}
