@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
@@ -30,17 +29,26 @@ import (
 
 // Backend names.
 const (
-	BackendAuto        = "auto"
-	BackendFentry      = "fentry"
-	BackendKprobeMulti = "kprobe-multi"
+	BackendAuto          = "auto"
+	BackendFentry        = "fentry"
+	BackendKprobeMulti   = "kprobe-multi"
+	BackendKprobeSession = "kprobe-session"
+	BackendFsession      = "fsession"
+	BackendTracingMulti  = "tracing-multi"
 )
+
+// Backends lists the backend names Config.Backend takes, auto first.
+var Backends = []string{BackendAuto, BackendFentry, BackendKprobeMulti, BackendKprobeSession, BackendFsession, BackendTracingMulti}
 
 // Config says what to trace and how.
 type Config struct {
 	// Patterns select the functions (see internal/selector).
 	Patterns []string
-	// Backend is BackendAuto, BackendFentry (5.17+, cookies 6.0+) or
-	// BackendKprobeMulti (5.18+; arm64 6.14+ in practice).
+	// Backend is BackendAuto (see ChooseBackend), BackendFentry (5.17+,
+	// cookies 6.0+), BackendKprobeMulti (5.18+; arm64 6.14+ in practice),
+	// BackendKprobeSession (6.10+), BackendFsession (7.0+) or
+	// BackendTracingMulti (7.2+, x86-64). fsession and tracing-multi
+	// attach vmlinux functions only.
 	Backend string
 	// PIDs, if set, limits tracing to these processes and their children.
 	PIDs []int
@@ -106,7 +114,7 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	if err != nil {
 		return nil, err
 	}
-	name, err := chooseBackend(cfg.Backend, len(sel.Selected))
+	name, _, err := chooseBackend(cfg.Backend, sel)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +125,7 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		}
 	}()
 	kind := plan.Fentry
-	if name == BackendKprobeMulti {
+	if name == BackendKprobeMulti || name == BackendKprobeSession {
 		kind = plan.Kprobe
 	}
 	var targets []backend.Target
@@ -178,6 +186,12 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	switch name {
 	case BackendFentry:
 		s.attached, err = backend.AttachFentry(ctx, spec, s.coll.Maps, targets, cfg.Progress)
+	case BackendFsession:
+		s.attached, err = backend.AttachFsession(ctx, spec, s.coll.Maps, targets, cfg.Progress)
+	case BackendTracingMulti:
+		s.attached, err = backend.TracingMulti(ctx, spec, s.coll.Maps, targets, cfg.Progress)
+	case BackendKprobeSession:
+		s.attached, err = backend.KprobeSession(ctx, s.coll.Programs[bpf.CaptureProgKprobeSessionCapture], targets, cfg.Progress)
 	default:
 		s.attached, err = backend.KprobeMulti(ctx, s.coll.Programs[bpf.CaptureProgKprobeCapture], s.coll.Programs[bpf.CaptureProgKretprobeCapture], targets, cfg.Progress)
 	}
@@ -189,6 +203,9 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	}
 	if s.attached.Attached == 0 {
 		return nil, fmt.Errorf("no function could be attached: %s", strings.Join(s.attached.SkipSummary(), "; "))
+	}
+	if err := s.coll.Variables[bpf.CaptureVarArmed].Set(uint32(1)); err != nil {
+		return nil, fmt.Errorf("arm the capture program: %w", err)
 	}
 	sym, err := kernel.LiveSymbolizer()
 	if err != nil {
@@ -222,17 +239,26 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, regs backend.Regs, n int) 
 }
 
 // load creates the maps and loads the programs the backend runs from the
-// collection; fentry programs are loaded per function later.
+// collection; trampoline programs are loaded per function (fentry,
+// fsession) or once for all (tracing-multi) later.
 func (s *Session) load(spec *ebpf.CollectionSpec, name string) error {
 	keep := map[string]bool{bpf.CaptureProgFollowFork: true}
-	if name == BackendKprobeMulti {
+	switch name {
+	case BackendKprobeMulti:
 		keep[bpf.CaptureProgKprobeCapture] = true
 		keep[bpf.CaptureProgKretprobeCapture] = true
+	case BackendKprobeSession:
+		keep[bpf.CaptureProgKprobeSessionCapture] = true
 	}
 	trimmed := spec.Copy()
 	for p := range trimmed.Programs {
 		if !keep[p] {
 			delete(trimmed.Programs, p)
+		}
+	}
+	if keep[bpf.CaptureProgKprobeSessionCapture] {
+		if err := backend.ResolveKfuncs(trimmed.Programs[bpf.CaptureProgKprobeSessionCapture].Instructions); err != nil {
+			return fmt.Errorf("kprobe-session backend: %w", err)
 		}
 	}
 	var err error
@@ -345,54 +371,6 @@ func summarise(skips map[string][]string) []string {
 	}
 	return out
 }
-
-// chooseBackend resolves "auto": kprobe.multi attaches any number of
-// functions in one link, fentry costs a program load per function but
-// less per call; below autoFentryMax functions fentry's attach cost is
-// small.
-func chooseBackend(name string, n int) (string, error) {
-	switch name {
-	case BackendFentry:
-		return name, nil
-	case BackendKprobeMulti:
-		if err := haveKprobeMulti(); err != nil {
-			return "", err
-		}
-		return name, nil
-	case BackendAuto, "":
-		if n <= autoFentryMax || haveKprobeMulti() != nil {
-			return BackendFentry, nil
-		}
-		return BackendKprobeMulti, nil
-	}
-	return "", fmt.Errorf("unknown backend %q (want auto, fentry or kprobe-multi)", name)
-}
-
-const autoFentryMax = 20
-
-// haveKprobeMulti probes for kprobe.multi links (5.18; on arm64 they need
-// fprobe on fgraph, 6.14). The error wraps ebpf.ErrNotSupported.
-func haveKprobeMulti() error {
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Type: ebpf.Kprobe, AttachType: ebpf.AttachTraceKprobeMulti, License: "GPL",
-		Instructions: returnZero,
-	})
-	if err != nil {
-		return fmt.Errorf("kprobe-multi backend: %w (%w)", ebpf.ErrNotSupported, err)
-	}
-	defer prog.Close()
-	l, err := link.KprobeMulti(prog, link.KprobeMultiOptions{Symbols: []string{"bpf_fentry_test1"}})
-	if err != nil {
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			return fmt.Errorf("kprobe-multi backend: %w", err)
-		}
-		return fmt.Errorf("kprobe-multi backend: %w (%w)", ebpf.ErrNotSupported, err)
-	}
-	return l.Close()
-}
-
-// returnZero is the smallest program: return 0.
-var returnZero = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
 
 // hasBPFCaps reports whether the process has CAP_BPF and CAP_PERFMON
 // (5.8+), which let a non-root user load tracing programs.

@@ -26,11 +26,19 @@ struct cap {
  * pointer at entry, else a byte offset into struct pt_regs. */
 #define SRC_STACK 0x8000
 
+/* How a function's return value tells an error, for --errors. */
+enum err_kind {
+	ERR_NONE = 0, /* it cannot: void, unsigned, bool, struct */
+	ERR_NEG = 1,  /* a signed integer of ret_size bytes: -4095..-1 */
+	ERR_PTR = 2,  /* a pointer: NULL or ERR_PTR(-4095..-1) */
+};
+
 /* plan is what the program needs to know about one function. */
 struct plan {
 	__u8 nr_slots;
 	__u8 nr_caps;
-	__u16 pad;
+	__u8 err_kind;
+	__u8 ret_size;
 	__u16 src[MAX_SLOTS];
 	struct cap caps[MAX_CAPS];
 };
@@ -39,6 +47,7 @@ struct plan {
 #define REC_ENTRY 1     /* entry seen: slots and data are valid */
 #define REC_EXIT 2      /* exit seen: ret and exit_ts are valid */
 #define REC_TRUNCATED 4 /* the data budget ran out */
+#define REC_DROP 8      /* the entry filter refused the call: never sent */
 
 /* record is one call as it goes to user space: its header, then data_len
  * bytes of captured memory, cap_len[i] bytes for capture i in order. */
@@ -72,12 +81,22 @@ struct frame {
 _Static_assert(sizeof(struct frame) == FRAME_SIZE, "frame size");
 _Static_assert(FRAME_SIZE - sizeof(struct record) >= MAX_DATA + MAX_CAP, "frame data");
 
-/* shadow is a task's stack of calls in flight. depth counts calls even
- * past MAX_DEPTH, so exits stay matched when frames overflow. */
+/* shadow is a task's stack of calls in flight: per depth, the function
+ * and the entry time that stamps its frame. depth counts calls even past
+ * MAX_DEPTH, so exits stay matched when frames overflow. It is small on
+ * purpose: task storage of more than a few KB cannot be allocated on 7.x
+ * kernels, so the frames themselves live in the frames map. */
 struct shadow {
 	__u32 depth;
 	__u32 pad;
-	struct frame frames[MAX_DEPTH];
+	__u32 funcs[MAX_DEPTH];
+	__u64 stamps[MAX_DEPTH];
+};
+
+/* frame_key finds a frame in the frames map: the task and the depth. */
+struct frame_key {
+	__u32 tid;
+	__u32 depth;
 };
 
 /* Counters, per CPU. */
@@ -88,7 +107,9 @@ enum counter {
 	CNT_MISS_DEPTH,   /* calls nested deeper than MAX_DEPTH */
 	CNT_MISS_ENTRY,   /* exits without their entry */
 	CNT_MISS_EXIT,    /* entries whose exit never came */
-	CNT_FILTERED,     /* entries a filter dropped */
+	CNT_FILTERED,     /* entries a task filter (pid, comm, cgroup) dropped */
+	CNT_FILTERED_EXPR, /* calls the --filter expression dropped */
+	CNT_FILTERED_EXIT, /* calls --min-duration or --errors dropped */
 	CNT_MAX,
 };
 

@@ -13,11 +13,24 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type CaptureFrame struct {
+	_    structs.HostLayout
+	Rec  CaptureRecord
+	Data [1864]uint8
+}
+
+type CaptureFrameKey struct {
+	_     structs.HostLayout
+	Tid   uint32
+	Depth uint32
+}
+
 type CapturePlan struct {
 	_       structs.HostLayout
 	NrSlots uint8
 	NrCaps  uint8
-	Pad     uint16
+	ErrKind uint8
+	RetSize uint8
 	Src     [12]uint16
 	Caps    [12]struct {
 		_    structs.HostLayout
@@ -49,44 +62,45 @@ type CaptureRecord struct {
 type CaptureScratch struct {
 	_     structs.HostLayout
 	Regs  [512]uint8
-	Frame struct {
-		_    structs.HostLayout
-		Rec  CaptureRecord
-		Data [1864]uint8
-	}
+	Frame CaptureFrame
 }
 
 type CaptureShadow struct {
 	_      structs.HostLayout
 	Depth  uint32
 	Pad    uint32
-	Frames [16]struct {
-		_    structs.HostLayout
-		Rec  CaptureRecord
-		Data [1864]uint8
-	}
+	Funcs  [16]uint32
+	Stamps [16]uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	CaptureMapCounters          = "counters"
-	CaptureMapEvents            = "events"
-	CaptureMapPids              = "pids"
-	CaptureMapPlans             = "plans"
-	CaptureMapScratches         = "scratches"
-	CaptureMapShadows           = "shadows"
-	CaptureProgFentryCapture    = "fentry_capture"
-	CaptureProgFexitCapture     = "fexit_capture"
-	CaptureProgFollowFork       = "follow_fork"
-	CaptureProgKprobeCapture    = "kprobe_capture"
-	CaptureProgKretprobeCapture = "kretprobe_capture"
-	CaptureVarFilterComm        = "filter_comm"
-	CaptureVarFilterPids        = "filter_pids"
-	CaptureVarRegsRet           = "regs_ret"
-	CaptureVarRegsSize          = "regs_size"
-	CaptureVarRegsSp            = "regs_sp"
+	CaptureMapCounters              = "counters"
+	CaptureMapEvents                = "events"
+	CaptureMapFrames                = "frames"
+	CaptureMapPids                  = "pids"
+	CaptureMapPlans                 = "plans"
+	CaptureMapScratches             = "scratches"
+	CaptureMapShadows               = "shadows"
+	CaptureProgFentryCapture        = "fentry_capture"
+	CaptureProgFexitCapture         = "fexit_capture"
+	CaptureProgFollowFork           = "follow_fork"
+	CaptureProgFsessionCapture      = "fsession_capture"
+	CaptureProgKprobeCapture        = "kprobe_capture"
+	CaptureProgKprobeSessionCapture = "kprobe_session_capture"
+	CaptureProgKretprobeCapture     = "kretprobe_capture"
+	CaptureVarArmed                 = "armed"
+	CaptureVarFilterAt              = "filter_at"
+	CaptureVarFilterCgroup          = "filter_cgroup"
+	CaptureVarFilterComm            = "filter_comm"
+	CaptureVarFilterErrors          = "filter_errors"
+	CaptureVarFilterPids            = "filter_pids"
+	CaptureVarMinDuration           = "min_duration"
+	CaptureVarRegsRet               = "regs_ret"
+	CaptureVarRegsSize              = "regs_size"
+	CaptureVarRegsSp                = "regs_sp"
 )
 
 // LoadCapture returns the embedded CollectionSpec for Capture.
@@ -131,11 +145,13 @@ type CaptureSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CaptureProgramSpecs struct {
-	FentryCapture    *ebpf.ProgramSpec `ebpf:"fentry_capture"`
-	FexitCapture     *ebpf.ProgramSpec `ebpf:"fexit_capture"`
-	FollowFork       *ebpf.ProgramSpec `ebpf:"follow_fork"`
-	KprobeCapture    *ebpf.ProgramSpec `ebpf:"kprobe_capture"`
-	KretprobeCapture *ebpf.ProgramSpec `ebpf:"kretprobe_capture"`
+	FentryCapture        *ebpf.ProgramSpec `ebpf:"fentry_capture"`
+	FexitCapture         *ebpf.ProgramSpec `ebpf:"fexit_capture"`
+	FollowFork           *ebpf.ProgramSpec `ebpf:"follow_fork"`
+	FsessionCapture      *ebpf.ProgramSpec `ebpf:"fsession_capture"`
+	KprobeCapture        *ebpf.ProgramSpec `ebpf:"kprobe_capture"`
+	KprobeSessionCapture *ebpf.ProgramSpec `ebpf:"kprobe_session_capture"`
+	KretprobeCapture     *ebpf.ProgramSpec `ebpf:"kretprobe_capture"`
 }
 
 // CaptureMapSpecs contains maps before they are loaded into the kernel.
@@ -144,6 +160,7 @@ type CaptureProgramSpecs struct {
 type CaptureMapSpecs struct {
 	Counters  *ebpf.MapSpec `ebpf:"counters"`
 	Events    *ebpf.MapSpec `ebpf:"events"`
+	Frames    *ebpf.MapSpec `ebpf:"frames"`
 	Pids      *ebpf.MapSpec `ebpf:"pids"`
 	Plans     *ebpf.MapSpec `ebpf:"plans"`
 	Scratches *ebpf.MapSpec `ebpf:"scratches"`
@@ -154,11 +171,16 @@ type CaptureMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CaptureVariableSpecs struct {
-	FilterComm *ebpf.VariableSpec `ebpf:"filter_comm"`
-	FilterPids *ebpf.VariableSpec `ebpf:"filter_pids"`
-	RegsRet    *ebpf.VariableSpec `ebpf:"regs_ret"`
-	RegsSize   *ebpf.VariableSpec `ebpf:"regs_size"`
-	RegsSp     *ebpf.VariableSpec `ebpf:"regs_sp"`
+	Armed        *ebpf.VariableSpec `ebpf:"armed"`
+	FilterAt     *ebpf.VariableSpec `ebpf:"filter_at"`
+	FilterCgroup *ebpf.VariableSpec `ebpf:"filter_cgroup"`
+	FilterComm   *ebpf.VariableSpec `ebpf:"filter_comm"`
+	FilterErrors *ebpf.VariableSpec `ebpf:"filter_errors"`
+	FilterPids   *ebpf.VariableSpec `ebpf:"filter_pids"`
+	MinDuration  *ebpf.VariableSpec `ebpf:"min_duration"`
+	RegsRet      *ebpf.VariableSpec `ebpf:"regs_ret"`
+	RegsSize     *ebpf.VariableSpec `ebpf:"regs_size"`
+	RegsSp       *ebpf.VariableSpec `ebpf:"regs_sp"`
 }
 
 // CaptureObjects contains all objects after they have been loaded into the kernel.
@@ -183,6 +205,7 @@ func (o *CaptureObjects) Close() error {
 type CaptureMaps struct {
 	Counters  *ebpf.Map `ebpf:"counters"`
 	Events    *ebpf.Map `ebpf:"events"`
+	Frames    *ebpf.Map `ebpf:"frames"`
 	Pids      *ebpf.Map `ebpf:"pids"`
 	Plans     *ebpf.Map `ebpf:"plans"`
 	Scratches *ebpf.Map `ebpf:"scratches"`
@@ -193,6 +216,7 @@ func (m *CaptureMaps) Close() error {
 	return _CaptureClose(
 		m.Counters,
 		m.Events,
+		m.Frames,
 		m.Pids,
 		m.Plans,
 		m.Scratches,
@@ -204,22 +228,29 @@ func (m *CaptureMaps) Close() error {
 //
 // It can be passed to LoadCaptureObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CaptureVariables struct {
-	FilterComm *ebpf.Variable `ebpf:"filter_comm"`
-	FilterPids *ebpf.Variable `ebpf:"filter_pids"`
-	RegsRet    *ebpf.Variable `ebpf:"regs_ret"`
-	RegsSize   *ebpf.Variable `ebpf:"regs_size"`
-	RegsSp     *ebpf.Variable `ebpf:"regs_sp"`
+	Armed        *ebpf.Variable `ebpf:"armed"`
+	FilterAt     *ebpf.Variable `ebpf:"filter_at"`
+	FilterCgroup *ebpf.Variable `ebpf:"filter_cgroup"`
+	FilterComm   *ebpf.Variable `ebpf:"filter_comm"`
+	FilterErrors *ebpf.Variable `ebpf:"filter_errors"`
+	FilterPids   *ebpf.Variable `ebpf:"filter_pids"`
+	MinDuration  *ebpf.Variable `ebpf:"min_duration"`
+	RegsRet      *ebpf.Variable `ebpf:"regs_ret"`
+	RegsSize     *ebpf.Variable `ebpf:"regs_size"`
+	RegsSp       *ebpf.Variable `ebpf:"regs_sp"`
 }
 
 // CapturePrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadCaptureObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CapturePrograms struct {
-	FentryCapture    *ebpf.Program `ebpf:"fentry_capture"`
-	FexitCapture     *ebpf.Program `ebpf:"fexit_capture"`
-	FollowFork       *ebpf.Program `ebpf:"follow_fork"`
-	KprobeCapture    *ebpf.Program `ebpf:"kprobe_capture"`
-	KretprobeCapture *ebpf.Program `ebpf:"kretprobe_capture"`
+	FentryCapture        *ebpf.Program `ebpf:"fentry_capture"`
+	FexitCapture         *ebpf.Program `ebpf:"fexit_capture"`
+	FollowFork           *ebpf.Program `ebpf:"follow_fork"`
+	FsessionCapture      *ebpf.Program `ebpf:"fsession_capture"`
+	KprobeCapture        *ebpf.Program `ebpf:"kprobe_capture"`
+	KprobeSessionCapture *ebpf.Program `ebpf:"kprobe_session_capture"`
+	KretprobeCapture     *ebpf.Program `ebpf:"kretprobe_capture"`
 }
 
 func (p *CapturePrograms) Close() error {
@@ -227,7 +258,9 @@ func (p *CapturePrograms) Close() error {
 		p.FentryCapture,
 		p.FexitCapture,
 		p.FollowFork,
+		p.FsessionCapture,
 		p.KprobeCapture,
+		p.KprobeSessionCapture,
 		p.KretprobeCapture,
 	)
 }
