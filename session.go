@@ -54,6 +54,19 @@ type Config struct {
 	PIDs []int
 	// Comm, if set, limits tracing to tasks of this name.
 	Comm string
+	// Cgroup, if set, limits tracing to tasks in this cgroup v2 directory
+	// (not its descendants).
+	Cgroup string
+	// MinDuration, if set, keeps only calls that take at least this long.
+	MinDuration time.Duration
+	// Errors keeps only calls that return an error: a negative errno from
+	// a signed integer, NULL or ERR_PTR from a pointer. Functions whose
+	// return value cannot tell an error are left out.
+	Errors bool
+	// Filter is an expression over arguments and ret that a call must
+	// satisfy (see internal/filter for the language). Functions lacking a
+	// name it uses are left out, with a notice.
+	Filter string
 	// Plan sets byte budgets of captured memory.
 	Plan plan.Options
 	// Decode sets how values are shown.
@@ -95,12 +108,16 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	if err != nil {
 		return nil, err
 	}
+	notify := cfg.Notify
+	if notify == nil {
+		notify = func(n string) { slog.Warn(n) }
+	}
 	if n := cat.Notice(); n != "" {
-		if cfg.Notify != nil {
-			cfg.Notify(n)
-		} else {
-			slog.Warn(n)
-		}
+		notify(n)
+	}
+	flt, err := newFilters(cfg, cat)
+	if err != nil {
+		return nil, err
 	}
 	sel, err := selector.Select(cat, cfg.Patterns)
 	if err != nil {
@@ -142,8 +159,18 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 			s.planSkips[reason] = append(s.planSkips[reason], fn.Name)
 			continue
 		}
-		targets = append(targets, backend.Target{ID: uint32(len(s.plans)), Plan: p})
+		body, reason := flt.compile(p)
+		if reason != "" {
+			s.planSkips[reason] = append(s.planSkips[reason], fn.Name)
+			flt.leaveOut(reason, fn.Name)
+			continue
+		}
+		targets = append(targets, backend.Target{ID: uint32(len(s.plans)), Plan: p, Filter: body})
 		s.plans = append(s.plans, p)
+	}
+	flt.notify(notify)
+	if len(targets) == 0 && len(flt.skips) > 0 {
+		return nil, flt.noneLeft(len(sel.Selected))
 	}
 	if len(targets) == 0 {
 		return nil, fmt.Errorf("none of the %d selected functions can be attached with %s: %s", len(sel.Selected), name, strings.Join(summarise(s.planSkips), "; "))
@@ -160,6 +187,9 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		return nil, err
 	}
 	if err := configure(spec, cfg, regs, len(targets)); err != nil {
+		return nil, err
+	}
+	if err := flt.configure(spec, targets); err != nil {
 		return nil, err
 	}
 	if err := s.load(spec, name); err != nil {
@@ -312,10 +342,13 @@ func (s *Session) SetDeadline(t time.Time) { s.reader.SetDeadline(t) }
 type Stats struct {
 	Calls, Drops                                uint64
 	MissStorage, MissDepth, MissEntry, MissExit uint64
-	Filtered                                    uint64
-	RecursionMisses                             map[string]uint64
-	Attached                                    int
-	Skipped                                     map[string][]string
+	// Filtered counts calls dropped in the kernel by the task filters
+	// (pid, comm, cgroup), FilteredExpr by the --filter expression,
+	// FilteredExit by --min-duration and --errors.
+	Filtered, FilteredExpr, FilteredExit uint64
+	RecursionMisses                      map[string]uint64
+	Attached                             int
+	Skipped                              map[string][]string
 }
 
 // Stats reads the counters.
@@ -331,7 +364,7 @@ func (s *Session) Stats() (Stats, error) {
 			st.Skipped[r] = append(st.Skipped[r], fns...)
 		}
 	}
-	counters := []*uint64{&st.Calls, &st.Drops, &st.MissStorage, &st.MissDepth, &st.MissEntry, &st.MissExit, &st.Filtered}
+	counters := []*uint64{&st.Calls, &st.Drops, &st.MissStorage, &st.MissDepth, &st.MissEntry, &st.MissExit, &st.Filtered, &st.FilteredExpr, &st.FilteredExit}
 	for i, dst := range counters {
 		var perCPU []uint64
 		if err := s.coll.Maps[bpf.CaptureMapCounters].Lookup(uint32(i), &perCPU); err != nil {

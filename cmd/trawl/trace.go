@@ -24,6 +24,10 @@ type traceFlags struct {
 	backend  string
 	pid      int
 	comm     string
+	cgroup   string
+	minDur   time.Duration
+	errors   bool
+	filter   string
 	duration time.Duration
 	json     bool
 	tree     bool
@@ -43,6 +47,10 @@ func (f *traceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.backend, "backend", "auto", "attach with `auto`, fentry or kprobe-multi")
 	fs.IntVar(&f.pid, "p", 0, "trace only process `PID` and its children")
 	fs.StringVar(&f.comm, "comm", "", "trace only tasks named `NAME`")
+	fs.StringVar(&f.cgroup, "cgroup", "", "trace only tasks in the cgroup v2 directory `PATH` (not its children)")
+	fs.DurationVar(&f.minDur, "min-duration", 0, "show only calls that take at least `D` (e.g. 1ms)")
+	fs.BoolVar(&f.errors, "errors", false, "show only calls that return an error (negative errno, NULL or ERR_PTR)")
+	fs.StringVar(&f.filter, "filter", "", "show only calls for which `EXPR` holds, e.g. 'skb->len > 1000 && ret < 0' or 'filename ~ \"/tmp/*\"' (see README)")
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until Ctrl-C or the command exits)")
 	fs.BoolVar(&f.json, "json", false, "write one JSON object per call (schema: docs/json-schema.md)")
 	fs.BoolVar(&f.tree, "tree", false, "write a call tree per task")
@@ -108,7 +116,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	var child *gatedCommand
-	cfg := trawl.Config{Patterns: patterns, Backend: f.backend, Comm: f.comm}
+	cfg := trawl.Config{Patterns: patterns, Backend: f.backend, Comm: f.comm, Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
 	cfg.Decode.Depth, cfg.Decode.MaxBytes, cfg.Decode.Full = f.depth, f.maxBytes, f.full
 	if f.pid != 0 {
 		cfg.PIDs = []int{f.pid}
@@ -260,6 +268,8 @@ func countSkipped(skipped map[string][]string) int {
 func summary(w io.Writer, st trawl.Stats) {
 	fmt.Fprintf(w, "trawl: %d calls, %d dropped (ring buffer full), %d functions attached, %d skipped\n",
 		st.Calls, st.Drops, st.Attached, countSkipped(st.Skipped))
+	fmt.Fprintf(w, "trawl: filtered in the kernel: %d by task (pid, comm, cgroup), %d by --filter, %d by --min-duration or --errors\n",
+		st.Filtered, st.FilteredExpr, st.FilteredExit)
 	fmt.Fprintf(w, "trawl: missed: %d entries without task storage, %d calls nested too deep, %d exits without entry, %d entries without exit\n",
 		st.MissStorage, st.MissDepth, st.MissEntry, st.MissExit)
 	var progs []string

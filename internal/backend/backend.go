@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 
@@ -21,10 +22,13 @@ import (
 )
 
 // Target is a function to attach to. ID is the index of its plan in the
-// plans map, passed to the program as the attach cookie.
+// plans map, passed to the program as the attach cookie. Filter is the
+// function's compiled --filter expression (see internal/filter), nil
+// without one; SpliceFilter puts it into a program.
 type Target struct {
-	ID   uint32
-	Plan *plan.Plan
+	ID     uint32
+	Plan   *plan.Plan
+	Filter asm.Instructions
 }
 
 // Progress is told how many functions have been handled out of how many.

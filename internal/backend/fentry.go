@@ -75,6 +75,9 @@ func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*
 	for _, kind := range kinds {
 		ps := spec.Programs[kind.prog].Copy()
 		ps.AttachTo = fn.Name
+		if err := SpliceFilter(ps, []Target{t}); err != nil {
+			return fail(err)
+		}
 		coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{
 			Maps:     spec.Maps,
 			Programs: map[string]*ebpf.ProgramSpec{kind.prog: ps},

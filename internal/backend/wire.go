@@ -122,6 +122,7 @@ func Wire(p *plan.Plan, arch plan.Arch, regs Regs) (bpf.CapturePlan, error) {
 		return w, fmt.Errorf("%s has %d argument slots, trawl reads %d", p.Func.Name, p.NumSlots, MaxSlots)
 	}
 	w.NrSlots = uint8(p.NumSlots)
+	w.ErrKind, w.RetSize = errKind(p), uint8(p.Ret.Size)
 	if p.Func.Proto == nil {
 		// No prototype: read the argument registers raw (kprobes only;
 		// trampolines need BTF).

@@ -1,0 +1,55 @@
+package backend
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/trawl-dev/trawl/internal/filter"
+	"github.com/trawl-dev/trawl/internal/plan"
+)
+
+// SpliceFilter puts the compiled --filter expressions of targets into
+// prog, replacing the body of its trawl_filter stub with a dispatch on the
+// function. Programs that serve one function (fentry, fexit) get a copy
+// with just that target. Without filters, or in a program that does not
+// call the stub, it does nothing.
+func SpliceFilter(prog *ebpf.ProgramSpec, targets []Target) error {
+	var funcs []filter.Func
+	for _, t := range targets {
+		if t.Filter != nil {
+			funcs = append(funcs, filter.Func{ID: t.ID, Body: t.Filter})
+		}
+	}
+	if len(funcs) == 0 {
+		return nil
+	}
+	body, err := filter.Program(funcs)
+	if err != nil {
+		return fmt.Errorf("build the filter of %s: %w", prog.Name, err)
+	}
+	return filter.Splice(prog, body)
+}
+
+// Error kinds of a plan's return value, from internal/bpf/capture.h.
+const (
+	errNone = 0
+	errNeg  = 1
+	errPtr  = 2
+)
+
+// errKind says how a function's return value tells an error: a negative
+// errno for signed integers, NULL or ERR_PTR for pointers.
+func errKind(p *plan.Plan) uint8 {
+	switch p.Ret.Class {
+	case plan.Signed:
+		return errNeg
+	case plan.Ptr, plan.PtrStruct, plan.String:
+		return errPtr
+	}
+	return errNone
+}
+
+// CanFail reports whether --errors can tell an error from p's return
+// value.
+func CanFail(p *plan.Plan) bool { return errKind(p) != errNone }
