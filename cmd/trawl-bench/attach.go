@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/internal/backend"
+	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/plan"
+	"github.com/trawl-dev/trawl/internal/selector"
+)
+
+// trouble says why trawl.Open would fail as a whole on a selection with
+// fn, or "" if it would not: such functions are left out of the bench,
+// and the reasons are reported as bugs.
+func trouble(cat *kernel.Catalogue, fn *kernel.Function) string {
+	if fn.Proto == nil {
+		return ""
+	}
+	// fentry: cilium/ebpf refuses a BTF name several functions have
+	// (btf.ErrMultipleMatches), which the backend does not skip.
+	types, _ := cat.Spec(fn.Module).AnyTypesByName(fn.Proto.Name)
+	n := 0
+	for _, t := range types {
+		if _, ok := t.(*btf.Func); ok {
+			n++
+		}
+	}
+	if n > 1 {
+		return "several BTF functions of this name"
+	}
+	// kprobe backends: Wire fails on more slots than the program reads.
+	if p, err := plan.New(fn, plan.Options{}); err == nil && p.NumSlots > backend.MaxSlots {
+		return "more argument slots than trawl reads"
+	}
+	return ""
+}
+
+// eligible returns the names the attach bench picks from, in catalogue
+// (name) order: vmlinux functions that are traceable, have a prototype
+// and an address, are not on trawl's deny list and are no trouble. It
+// also returns the names of all functions that are trouble.
+func eligible(cat *kernel.Catalogue) (names, troubled []string) {
+	funcs := cat.Functions()
+	for i := range funcs {
+		fn := &funcs[i]
+		if !fn.Traceable || selector.Denied(fn) != "" {
+			continue
+		}
+		if trouble(cat, fn) != "" {
+			troubled = append(troubled, fn.Name)
+			continue
+		}
+		if fn.Module == "" && fn.Proto != nil && len(fn.Addrs) > 0 {
+			names = append(names, fn.Name)
+		}
+	}
+	return names, troubled
+}
+
+// pick returns n names spread evenly over names, the same ones for the
+// same kernel every time.
+func pick(names []string, n int) []string {
+	n = min(n, len(names))
+	out := make([]string, n)
+	for i := range out {
+		out[i] = names[i*len(names)/n]
+	}
+	return out
+}
+
+// patternFor returns one pattern selecting exactly the named vmlinux
+// functions.
+func patternFor(names []string) string {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = regexp.QuoteMeta(n)
+	}
+	return "vmlinux:/^(?:" + strings.Join(quoted, "|") + ")$/"
+}
+
+// attachResult is one measurement of Open and Close.
+type attachResult struct {
+	selected, attached int
+	sel, open, close   time.Duration
+}
+
+// attachOnce opens a session on patterns with backend b and closes it,
+// timing the selection alone, Open (selection included) and Close.
+func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns []string) (attachResult, error) {
+	var r attachResult
+	start := time.Now()
+	sel, err := selector.Select(cat, patterns)
+	if err != nil {
+		return r, err
+	}
+	r.sel = time.Since(start)
+	r.selected = len(sel.Selected)
+
+	start = time.Now()
+	s, err := trawl.Open(ctx, trawl.Config{Patterns: patterns, Backend: b})
+	if err != nil {
+		return r, err
+	}
+	r.open = time.Since(start)
+	st, err := s.Stats()
+	r.attached = st.Attached
+	start = time.Now()
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	r.close = time.Since(start)
+	runtime.GC() // return the programs' memory before the next size
+	return r, err
+}
+
+// benchAttach measures attaching sizes functions with every backend and
+// prints the table. A size runs only when the open time per function at
+// the previous size predicts it takes less than budget: backends that load
+// a program per function are far too slow under TCG for thousands.
+func benchAttach(ctx context.Context, cat *kernel.Catalogue, sizes []int, budget time.Duration) error {
+	names, troubled := eligible(cat)
+	allPatterns := []string{"*", "!" + patternFor(troubled)}
+	all, err := selector.Select(cat, allPatterns)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("### Attach\n\n")
+	fmt.Printf("trawl.Open on N functions picked evenly from the %d vmlinux functions that are traceable, have a prototype and an address, are not on the deny list and have a name no other BTF function has (one regexp pattern), then Close; \"all\" is the pattern `*` (%d functions) less the %d functions on which trawl.Open fails as a whole (BTF names several functions share; more than 12 argument slots on kprobe backends). Open includes selecting (also shown alone), planning, loading and attaching. One run each; a size is not run when the previous size's rate predicts more than %s.\n\n", len(names), len(all.Selected), len(troubled), budget)
+	fmt.Println("| backend | N | selected | attached | select | open | open per function | close |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	for _, b := range backends {
+		var perFunc time.Duration // open time per attached function at the last size
+		for _, n := range sizes {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			label, patterns, want := "all", allPatterns, len(all.Selected)
+			if n != allFunctions {
+				label, patterns, want = fmt.Sprint(n), []string{patternFor(pick(names, n))}, min(n, len(names))
+			}
+			if est := perFunc * time.Duration(want); est > budget {
+				fmt.Printf("| %s | %s | %d | | | not run: about %s at the previous N's rate | | |\n", b, label, want, round(est))
+				continue
+			}
+			r, err := attachOnce(ctx, cat, b, patterns)
+			if err != nil && notSupported(err) && perFunc == 0 {
+				fmt.Printf("| %s | | | | | not supported by this kernel (%s) | | |\n", b, oneLine(err))
+				break
+			}
+			if err != nil {
+				fmt.Printf("| %s | %s | %d | | | error: %s | | |\n", b, label, r.selected, oneLine(err))
+				fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: %v\n", b, label, err)
+				break
+			}
+			if r.attached > 0 {
+				perFunc = r.open / time.Duration(r.attached)
+			}
+			fmt.Printf("| %s | %s | %d | %d | %s | %s | %s | %s |\n", b, label, r.selected, r.attached, round(r.sel), round(r.open), round(perFunc), round(r.close))
+			fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: open %s, close %s, %d attached\n", b, label, round(r.open), round(r.close), r.attached)
+		}
+	}
+	fmt.Println()
+	return nil
+}
+
+// oneLine keeps an error's first line, short enough for a table cell.
+func oneLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return strings.ReplaceAll(s, "|", "\\|")
+}

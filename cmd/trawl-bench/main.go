@@ -1,0 +1,161 @@
+// Command trawl-bench measures trawl in a test bed guest and prints the
+// results as Markdown tables (issue 4; `make bench KERNEL=...` runs it):
+//
+//   - attach: how long trawl.Open takes to attach N functions, and Close to
+//     detach them, per backend, for N = 10, 100, 1000 and every traceable
+//     function;
+//   - per call: the cost of trawl's capture program on a cheap function
+//     with scalar arguments, against an empty program of the same attach
+//     type and against no program at all, measured in the same run.
+//
+// Under TCG emulation absolute times say little: compare the ratios.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/vmtest/guest"
+)
+
+// backends are the backends measured, in table order: every one but
+// auto. Backends the running kernel lacks show as "not supported".
+var backends = slices.DeleteFunc(slices.Clone(trawl.Backends), func(b string) bool { return b == trawl.BackendAuto })
+
+func main() {
+	var (
+		sizes      = flag.String("n", "10,100,1000,all", "function counts to attach, comma-separated; all means every traceable function")
+		budget     = flag.Duration("attach-budget", 4*time.Minute, "attach N functions only if the rate measured at the previous N predicts it takes less than this")
+		rounds     = flag.Int("rounds", 5, "rounds of per-call measurements")
+		callTarget = flag.Duration("call-time", 300*time.Millisecond, "time each per-call measurement aims to take")
+		skipAttach = flag.Bool("skip-attach", false, "skip the attach measurements")
+		skipCalls  = flag.Bool("skip-calls", false, "skip the per-call measurements")
+	)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *sizes, *budget, *rounds, *callTarget, *skipAttach, *skipCalls); err != nil {
+		fmt.Fprintln(os.Stderr, "trawl-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, sizes string, budget time.Duration, rounds int, callTarget time.Duration, skipAttach, skipCalls bool) error {
+	start := time.Now()
+	cat, err := kernel.Live()
+	if err != nil {
+		return fmt.Errorf("load the catalogue: %w", err)
+	}
+	loadTime := time.Since(start)
+	fmt.Printf("## %s\n\n", describeHost())
+	fmt.Printf("trawl %s.\n\n", version())
+	fmt.Printf("Catalogue: %d functions, %d traceable; loaded in %s.\n\n", len(cat.Functions()), countTraceable(cat), round(loadTime))
+	// Per-call first: attaching thousands of functions is what may bring
+	// an emulated guest down.
+	if !skipCalls {
+		if err := benchCalls(ctx, cat, rounds, callTarget); err != nil {
+			return err
+		}
+	}
+	if !skipAttach {
+		ns, err := parseSizes(sizes)
+		if err != nil {
+			return err
+		}
+		if err := benchAttach(ctx, cat, ns, budget); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("Total bench time: %s.\n", round(time.Since(start)))
+	return nil
+}
+
+// describeHost names the guest kernel, its release and the CPUs.
+func describeHost() string {
+	var u unix.Utsname
+	release := "?"
+	if unix.Uname(&u) == nil {
+		release = unix.ByteSliceToString(u.Release[:])
+	}
+	name := guest.Kernel()
+	if name == "" {
+		name = runtime.GOARCH
+	}
+	return fmt.Sprintf("%s (Linux %s, %s, %d CPUs)", name, release, runtime.GOARCH, runtime.NumCPU())
+}
+
+// version names the commit the bench was built from.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "of unknown version"
+	}
+	rev, dirty := "?", ""
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision" && len(s.Value) >= 7:
+			rev = s.Value[:7]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = " with uncommitted changes"
+		}
+	}
+	return "at commit " + rev + dirty
+}
+
+func countTraceable(cat *kernel.Catalogue) int {
+	n := 0
+	for _, fn := range cat.Functions() {
+		if fn.Traceable {
+			n++
+		}
+	}
+	return n
+}
+
+// allFunctions stands for "every traceable function" in the sizes.
+const allFunctions = -1
+
+func parseSizes(s string) ([]int, error) {
+	var ns []int
+	for _, f := range strings.Split(s, ",") {
+		if f == "all" {
+			ns = append(ns, allFunctions)
+			continue
+		}
+		var n int
+		if _, err := fmt.Sscan(f, &n); err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad function count %q in -n", f)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
+}
+
+// round shortens a duration for tables.
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond)
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	}
+	return d.Round(100 * time.Microsecond)
+}
+
+// notSupported reports whether err says the kernel lacks a backend.
+func notSupported(err error) bool { return errors.Is(err, ebpf.ErrNotSupported) }

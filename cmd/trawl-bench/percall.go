@@ -1,0 +1,346 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/kernel/rawbpf"
+)
+
+// callFunc is the function whose calls are measured: int -> int, so that
+// trawl copies no memory, and called once by every BPF_PROG_TEST_RUN of a
+// tracing program.
+const callFunc = "bpf_fentry_test1"
+
+// returnZero is the empty program: return 0.
+var returnZero = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
+
+// empties attach, for a backend, empty programs of the same attach types
+// to callFunc, given its addresses and BTF id.
+var empties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
+	trawl.BackendFentry: func(*kernel.Function) ([]io.Closer, error) {
+		return attachEmpty(func(p *ebpf.Program, t ebpf.AttachType) (link.Link, error) {
+			return link.AttachTracing(link.TracingOptions{Program: p, AttachType: t})
+		}, ebpf.Tracing, ebpf.AttachTraceFExit, ebpf.AttachTraceFEntry)
+	},
+	trawl.BackendKprobeMulti: func(fn *kernel.Function) ([]io.Closer, error) {
+		opts := kprobeOptions(fn)
+		ret := true
+		return attachEmpty(func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
+			if ret {
+				ret = false
+				return link.KretprobeMulti(p, opts)
+			}
+			return link.KprobeMulti(p, opts)
+		}, ebpf.Kprobe, ebpf.AttachTraceKprobeMulti, ebpf.AttachTraceKprobeMulti)
+	},
+	trawl.BackendKprobeSession: func(fn *kernel.Function) ([]io.Closer, error) {
+		opts := kprobeOptions(fn)
+		opts.Session = true
+		return attachEmpty(func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
+			return link.KprobeMulti(p, opts)
+		}, ebpf.Kprobe, ebpf.AttachTraceKprobeSession)
+	},
+	// An fsession program returning 0 runs at exit too, as trawl's does.
+	trawl.BackendFsession: func(fn *kernel.Function) ([]io.Closer, error) {
+		return attachRaw(rawbpf.AttachTraceFSession, fn.BTFID, func(p *ebpf.Program) (link.Link, error) {
+			return rawbpf.AttachTracing(p, rawbpf.AttachTraceFSession, 0)
+		})
+	},
+	trawl.BackendTracingMulti: func(fn *kernel.Function) ([]io.Closer, error) {
+		return attachRaw(rawbpf.AttachTraceFSessionMulti, 0, func(p *ebpf.Program) (link.Link, error) {
+			return rawbpf.AttachTracingMulti(p, rawbpf.AttachTraceFSessionMulti, []btf.TypeID{fn.BTFID}, nil)
+		})
+	},
+}
+
+// kprobeOptions attach a kprobe.multi link to fn's addresses.
+func kprobeOptions(fn *kernel.Function) link.KprobeMultiOptions {
+	var opts link.KprobeMultiOptions
+	for _, a := range fn.Addrs {
+		opts.Addresses = append(opts.Addresses, uintptr(a))
+	}
+	return opts
+}
+
+// attachRaw loads an empty tracing program of an attach type cilium/ebpf
+// lacks and attaches it.
+func attachRaw(t rawbpf.AttachType, id btf.TypeID, attach func(*ebpf.Program) (link.Link, error)) ([]io.Closer, error) {
+	p, err := rawbpf.LoadTracing(&rawbpf.TracingSpec{Name: "empty", AttachType: t, AttachBTFID: id, Instructions: returnZero, License: "GPL"})
+	if err != nil {
+		return nil, fmt.Errorf("load an empty %s program: %w", t, err)
+	}
+	l, err := attach(p)
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("attach an empty %s program: %w", t, err)
+	}
+	return []io.Closer{l, p}, nil
+}
+
+// attachEmpty loads one empty program per attach type and attaches each
+// with attach. It returns the links and programs, to be closed in order.
+func attachEmpty(attach func(*ebpf.Program, ebpf.AttachType) (link.Link, error), typ ebpf.ProgramType, types ...ebpf.AttachType) ([]io.Closer, error) {
+	var closers []io.Closer
+	fail := func(err error) ([]io.Closer, error) {
+		closeAll(closers)
+		return nil, err
+	}
+	for _, t := range types {
+		spec := &ebpf.ProgramSpec{Type: typ, AttachType: t, License: "GPL", Instructions: returnZero}
+		if typ == ebpf.Tracing {
+			spec.AttachTo = callFunc
+		}
+		p, err := ebpf.NewProgram(spec)
+		if err != nil {
+			return fail(fmt.Errorf("load an empty %s program: %w", t, err))
+		}
+		closers = append(closers, p)
+		l, err := attach(p, t)
+		if err != nil {
+			return fail(fmt.Errorf("attach an empty %s program: %w", t, err))
+		}
+		closers = slices.Insert(closers, 0, io.Closer(l))
+	}
+	return closers, nil
+}
+
+func closeAll(cs []io.Closer) error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// trigger calls callFunc once per test run of a tracing program, which the
+// kernel never attaches.
+type trigger struct{ prog *ebpf.Program }
+
+func newTrigger() (*trigger, error) {
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type: ebpf.Tracing, AttachType: ebpf.AttachTraceFEntry, AttachTo: callFunc,
+		License: "GPL", Instructions: returnZero,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load the test-run program: %w", err)
+	}
+	return &trigger{p}, nil
+}
+
+// blocks is how many blocks a measurement is cut into. The fastest block
+// is kept: load on the host of an emulated guest only ever slows a block
+// down, by far more than the differences measured.
+const blocks = 20
+
+// perCall calls callFunc n/10 times to warm up, then n times in blocks,
+// with the garbage collector off, and returns the time per call in ns of
+// the fastest block.
+func (t *trigger) perCall(n int) (float64, error) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	opts := &ebpf.RunOptions{}
+	run := func(k int) (time.Duration, error) {
+		start := time.Now()
+		for range k {
+			if _, err := t.prog.Run(opts); err != nil {
+				return 0, fmt.Errorf("test run: %w", err)
+			}
+		}
+		return time.Since(start), nil
+	}
+	if _, err := run(n / 10); err != nil {
+		return 0, err
+	}
+	best := math.Inf(1)
+	for range blocks {
+		d, err := run(n / blocks)
+		if err != nil {
+			return 0, err
+		}
+		best = min(best, float64(d.Nanoseconds())/float64(n/blocks))
+	}
+	return best, nil
+}
+
+// calls counts the calls perCall(n) makes.
+func calls(n int) uint64 { return uint64(n/10 + n/blocks*blocks) }
+
+// callSamples holds one backend's per-round measurements, ns per call.
+type callSamples struct {
+	base, empty, trawl []float64
+	err                error
+}
+
+// benchCalls measures, in rounds, the time per call of callFunc with
+// nothing attached, with empty programs and with trawl, for each backend,
+// and prints the table. The measuring goroutine is pinned to CPU 0.
+func benchCalls(ctx context.Context, cat *kernel.Catalogue, rounds int, target time.Duration) error {
+	fns := cat.Lookup(callFunc)
+	if len(fns) == 0 {
+		return fmt.Errorf("kernel has no %s", callFunc)
+	}
+	fn := fns[0]
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var cpu0 unix.CPUSet
+	cpu0.Set(0)
+	if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
+		return fmt.Errorf("pin to CPU 0: %w", err)
+	}
+	trig, err := newTrigger()
+	if err != nil {
+		return err
+	}
+	defer trig.prog.Close()
+
+	// Size the runs so that a baseline measurement takes about target.
+	probe, err := trig.perCall(2000)
+	if err != nil {
+		return err
+	}
+	n := min(max(int(float64(target.Nanoseconds())/probe), 2000), maxCalls)
+
+	samples := map[string]*callSamples{}
+	for _, b := range backends {
+		samples[b] = &callSamples{}
+	}
+	for r := range rounds {
+		for _, b := range backends {
+			s := samples[b]
+			if s.err != nil {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			s.err = measureRound(ctx, trig, b, fn, n, s)
+			fmt.Fprintf(os.Stderr, "trawl-bench: round %d %s: %v\n", r+1, b, s)
+		}
+	}
+
+	fmt.Printf("### Per call\n\n")
+	fmt.Printf("`%s` (one int argument, int return) called by BPF_PROG_TEST_RUN of a tracing program, %d calls per measurement after %d warm-up calls, timed in %d blocks of which the fastest counts (host load only slows blocks down), on CPU 0 with the garbage collector off; per round and backend: no program (baseline), empty programs of the attach types trawl's backend uses (fentry + fexit, kprobe.multi + kretprobe.multi, kprobe.session, fsession, fsession.multi), trawl's session on the function (no filter, ring buffer not read during the run; every call checked to be captured). Median of %d rounds; the ratio is (trawl - baseline) / (empty - baseline) per round, median and range. Target: at most 1.5.\n\n", callFunc, n, n/10, blocks, rounds)
+	fmt.Println("| backend | baseline ns/call | empty ns/call | trawl ns/call | empty - baseline | trawl - baseline | ratio (median) | ratio (min-max) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	for _, b := range backends {
+		s := samples[b]
+		switch {
+		case s.err != nil && notSupported(s.err):
+			fmt.Printf("| %s | not supported by this kernel | | | | | | |\n", b)
+			continue
+		case s.err != nil:
+			fmt.Printf("| %s | error: %s | | | | | | |\n", b, oneLine(s.err))
+			continue
+		}
+		var ratios []float64
+		for i := range s.base {
+			ratios = append(ratios, (s.trawl[i]-s.base[i])/(s.empty[i]-s.base[i]))
+		}
+		base, empty, tr := median(s.base), median(s.empty), median(s.trawl)
+		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f-%.2f |\n", b, base, empty, tr, empty-base, tr-base,
+			median(ratios), slices.Min(ratios), slices.Max(ratios))
+	}
+	fmt.Println()
+	return nil
+}
+
+// maxCalls keeps a measurement's records within trawl's 16 MiB ring
+// buffer (about 200 bytes a call), which is not read while measuring.
+const maxCalls = 40000
+
+// measureRound adds one baseline, one empty and one trawl measurement of
+// backend b to s.
+func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Function, n int, s *callSamples) error {
+	base, err := trig.perCall(n)
+	if err != nil {
+		return err
+	}
+
+	attach, ok := empties[b]
+	if !ok {
+		return fmt.Errorf("the bench has no empty program for backend %s", b)
+	}
+	closers, err := attach(fn)
+	if err != nil {
+		return err
+	}
+	empty, err := trig.perCall(n)
+	if cerr := closeAll(closers); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+
+	sess, err := trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: b})
+	if err != nil {
+		return err
+	}
+	tr, err := trig.perCall(n)
+	if err == nil {
+		err = checkCaptured(sess, calls(n))
+	}
+	if cerr := sess.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	s.base, s.empty, s.trawl = append(s.base, base), append(s.empty, empty), append(s.trawl, tr)
+	return nil
+}
+
+// checkCaptured makes sure trawl's program sent a record for every call:
+// a measurement of a program that bailed out early would flatter it.
+func checkCaptured(s *trawl.Session, want uint64) error {
+	st, err := s.Stats()
+	if err != nil {
+		return err
+	}
+	if st.Calls != want || st.Drops != 0 || st.MissStorage+st.MissDepth+st.MissEntry+st.MissExit != 0 {
+		return fmt.Errorf("trawl captured %d of %d calls (drops %d, misses %d/%d/%d/%d)", st.Calls, want, st.Drops,
+			st.MissStorage, st.MissDepth, st.MissEntry, st.MissExit)
+	}
+	return nil
+}
+
+// String summarises the last round.
+func (s *callSamples) String() string {
+	if s.err != nil {
+		return "error: " + s.err.Error()
+	}
+	if len(s.base) == 0 {
+		return "no samples"
+	}
+	i := len(s.base) - 1
+	return fmt.Sprintf("baseline %.0f ns, empty %.0f ns, trawl %.0f ns", s.base[i], s.empty[i], s.trawl[i])
+}
+
+// median returns the median of xs, NaN when empty.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
