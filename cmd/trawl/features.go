@@ -7,10 +7,12 @@ import (
 	"io"
 	"strings"
 
+	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/internal/kernel/features"
 )
 
-// runFeatures prints which attach mechanisms the running kernel supports.
+// runFeatures prints which attach mechanisms the running kernel supports
+// and, given patterns, which backend auto would choose for them.
 func runFeatures(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("features", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -22,6 +24,14 @@ func runFeatures(_ context.Context, args []string, stdout, stderr io.Writer) err
 	r := features.Probe()
 	if *markdown == "" {
 		fmt.Fprint(stdout, r.String())
+		if fs.NArg() == 0 {
+			return nil
+		}
+		name, why, err := trawl.ChooseBackend(trawl.Config{Patterns: fs.Args(), Backend: trawl.BackendAuto})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "auto backend    %s: %s\n", name, why)
 		return nil
 	}
 	if *header {

@@ -25,7 +25,7 @@ type command struct {
 // subcommands here.
 var commands = map[string]command{
 	"list":     {"show the kernel functions patterns select, with prototypes", runList},
-	"features": {"show which attach mechanisms the running kernel supports", runFeatures},
+	"features": {"show which attach mechanisms the running kernel supports; with patterns, the backend auto picks", runFeatures},
 }
 
 // hidden are subcommands trawl runs itself, left out of the usage.

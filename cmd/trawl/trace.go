@@ -44,7 +44,7 @@ type traceFlags struct {
 }
 
 func (f *traceFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.backend, "backend", "auto", "attach with `auto`, fentry or kprobe-multi")
+	fs.StringVar(&f.backend, "backend", "auto", "attach with `BACKEND`: "+strings.Join(trawl.Backends, ", ")+" (trawl features PATTERN... shows what auto picks)")
 	fs.IntVar(&f.pid, "p", 0, "trace only process `PID` and its children")
 	fs.StringVar(&f.comm, "comm", "", "trace only tasks named `NAME`")
 	fs.StringVar(&f.cgroup, "cgroup", "", "trace only tasks in the cgroup v2 directory `PATH` (not its children)")

@@ -21,6 +21,13 @@ const fentryParallel = 32
 // copy of the capture program sharing maps, in parallel. Needs 5.17
 // (bpf_get_func_arg) and 6.0 (cookies on trampoline links).
 func AttachFentry(ctx context.Context, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, targets []Target, progress Progress) (*Attachment, error) {
+	return attachEach(ctx, targets, progress, func(a *Attachment, t Target) error {
+		return attachFentryOne(a, spec, maps, t)
+	})
+}
+
+// attachEach runs attach for every target, fentryParallel at a time.
+func attachEach(ctx context.Context, targets []Target, progress Progress, attach func(*Attachment, Target) error) (*Attachment, error) {
 	a := newAttachment()
 	var done atomic.Int64
 	g, ctx := errgroup.WithContext(ctx)
@@ -30,7 +37,7 @@ func AttachFentry(ctx context.Context, spec *ebpf.CollectionSpec, maps map[strin
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			err := attachFentryOne(a, spec, maps, t)
+			err := attach(a, t)
 			if progress != nil {
 				progress(int(done.Add(1)), len(targets))
 			}

@@ -22,6 +22,42 @@ const maxBatch = 1 << 20
 func KprobeMulti(ctx context.Context, entry, exit *ebpf.Program, targets []Target, progress Progress) (*Attachment, error) {
 	a := newAttachment()
 	a.programs = []program{{name: "kprobe_capture", prog: entry}, {name: "kretprobe_capture", prog: exit}}
+	return attachByAddress(ctx, a, "kprobe.multi", targets, progress, func(opts link.KprobeMultiOptions) ([]link.Link, error) {
+		// The exit link goes first: see kinds in fentry.go.
+		r, err := link.KretprobeMulti(exit, opts)
+		if err != nil {
+			return nil, err
+		}
+		l, err := link.KprobeMulti(entry, opts)
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		return []link.Link{r, l}, nil
+	})
+}
+
+// KprobeSession attaches prog, a kprobe.session program, to every address
+// of the targets with kprobe.session links (6.10), cookie = plan index,
+// batches halved on failure as in KprobeMulti. One program runs at entry
+// and exit of each call; the kernel runs the exit only when the entry
+// returned 0.
+func KprobeSession(ctx context.Context, prog *ebpf.Program, targets []Target, progress Progress) (*Attachment, error) {
+	a := newAttachment()
+	a.programs = []program{{name: "kprobe_session_capture", prog: prog}}
+	return attachByAddress(ctx, a, "kprobe.session", targets, progress, func(opts link.KprobeMultiOptions) ([]link.Link, error) {
+		opts.Session = true
+		l, err := link.KprobeMulti(prog, opts)
+		if err != nil {
+			return nil, err
+		}
+		return []link.Link{l}, nil
+	})
+}
+
+// attachByAddress attaches every address of the targets in batches with
+// attach, which creates the links of one batch or none.
+func attachByAddress(ctx context.Context, a *Attachment, what string, targets []Target, progress Progress, attach func(link.KprobeMultiOptions) ([]link.Link, error)) (*Attachment, error) {
 	var addrs []uintptr
 	var cookies []uint64
 	var owner []int // target index of each address
@@ -36,9 +72,15 @@ func KprobeMulti(ctx context.Context, entry, exit *ebpf.Program, targets []Targe
 			owner = append(owner, i)
 		}
 	}
-	b := &batcher{a: a, entry: entry, exit: exit, addrs: addrs, cookies: cookies, progress: progress, failed: map[int]bool{}}
+	b := &batcher{
+		a: a, what: what, total: len(addrs), progress: progress, failed: map[int]bool{},
+		attach: func(lo, hi int) ([]link.Link, error) {
+			return attach(link.KprobeMultiOptions{Addresses: addrs[lo:hi], Cookies: cookies[lo:hi]})
+		},
+		name: func(i int) string { return fmt.Sprintf("%#x", addrs[i]) },
+	}
 	for lo := 0; lo < len(addrs); lo += maxBatch {
-		if err := b.attach(ctx, lo, min(lo+maxBatch, len(addrs))); err != nil {
+		if err := b.run(ctx, lo, min(lo+maxBatch, len(addrs))); err != nil {
 			a.Close()
 			return nil, err
 		}
@@ -55,57 +97,54 @@ func KprobeMulti(ctx context.Context, entry, exit *ebpf.Program, targets []Targe
 	return a, nil
 }
 
+// batcher attaches items [lo, hi) with one call of attach, which attaches
+// all of them or none; a batch that fails is halved until the failing
+// items are found and skipped.
 type batcher struct {
-	a           *Attachment
-	entry, exit *ebpf.Program
-	addrs       []uintptr
-	cookies     []uint64
-	done        int
-	progress    Progress
-	failed      map[int]bool // address indexes that could not be attached
+	a        *Attachment
+	what     string // the mechanism, for errors
+	attach   func(lo, hi int) ([]link.Link, error)
+	name     func(i int) string // item i, for skips and errors
+	total    int
+	done     int
+	progress Progress
+	failed   map[int]bool // items that could not be attached
 }
 
-func (b *batcher) attach(ctx context.Context, lo, hi int) error {
+func (b *batcher) run(ctx context.Context, lo, hi int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	opts := link.KprobeMultiOptions{Addresses: b.addrs[lo:hi], Cookies: b.cookies[lo:hi]}
-	// The exit link goes first: see kinds in fentry.go.
-	r, err := link.KretprobeMulti(b.exit, opts)
+	links, err := b.attach(lo, hi)
 	if err == nil {
-		var l link.Link
-		l, err = link.KprobeMulti(b.entry, opts)
-		if err != nil {
-			r.Close()
-		} else {
-			b.a.add(r)
+		for _, l := range links {
 			b.a.add(l)
-			b.done += hi - lo
-			if b.progress != nil {
-				b.progress(b.done, len(b.addrs))
-			}
-			return nil
 		}
+		b.done += hi - lo
+		if b.progress != nil {
+			b.progress(b.done, b.total)
+		}
+		return nil
 	}
 	if errors.Is(err, ebpf.ErrNotSupported) {
-		return fmt.Errorf("kprobe.multi: %w", err)
+		return fmt.Errorf("%s: %w", b.what, err)
 	}
 	if hi-lo == 1 {
 		reason := classify(err)
 		if reason == "" && !errors.Is(err, syscall.ENOMEM) {
-			return fmt.Errorf("kprobe.multi at %#x: %w", b.addrs[lo], err)
+			return fmt.Errorf("%s at %s: %w", b.what, b.name(lo), err)
 		}
 		if reason == "" {
 			reason = "out of memory (ENOMEM)"
 		}
-		b.a.skip(reason, fmt.Sprintf("%#x", b.addrs[lo]))
+		b.a.skip(reason, b.name(lo))
 		b.failed[lo] = true
 		b.done++
 		return nil
 	}
 	mid := lo + (hi-lo)/2
-	if err := b.attach(ctx, lo, mid); err != nil {
+	if err := b.run(ctx, lo, mid); err != nil {
 		return err
 	}
-	return b.attach(ctx, mid, hi)
+	return b.run(ctx, mid, hi)
 }

@@ -547,8 +547,9 @@ int follow_fork(__u64 *ctx)
  * Captured data still lives on the task's shadow stack, a frame being too
  * big for the cookie; the cookie pairs entry and exit exactly: the entry
  * stores its depth + 1 there, and the exit pops to that depth, with no
- * search and no exit without its entry. An entry that keeps nothing returns
- * 1, and the kernel then skips the exit run altogether.
+ * search and no exit without its entry. An entry that keeps nothing leaves
+ * the cookie 0; a kprobe.session entry also returns 1, and the kernel then
+ * skips the exit run altogether (fsession programs must return 0).
  *
  * The session kfuncs take ctx from 7.0 and nothing before. The loader
  * resolves these calls itself (internal/backend), and the same
@@ -568,6 +569,7 @@ static __always_inline struct frame *session_entry(void *ctx, __u32 func, const 
 	*skip = 1;
 	if (!cookie)
 		return 0;
+	*cookie = 0;
 	f = push(&s, func, p);
 	if (!s)
 		return 0; /* filtered, or no task storage: nothing to pop */
@@ -613,11 +615,8 @@ int fsession_capture(void *ctx)
 		return 0;
 	}
 	p = plan_of(ctx, &func);
-	if (!p)
-		return 1;
-	f = session_entry(ctx, func, p, &skip);
-	if (!f)
-		return skip;
+	if (!p || !(f = session_entry(ctx, func, p, &skip)))
+		return 0;
 	for (int i = 0; i < MAX_SLOTS; i++) {
 		if (i >= p->nr_slots)
 			break;

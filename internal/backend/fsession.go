@@ -1,0 +1,64 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/kernel/rawbpf"
+)
+
+// AttachFsession loads one fsession program per target (7.0), a copy of
+// the capture program sharing maps, in parallel as AttachFentry does. One
+// program runs at entry and exit of each call, so it costs one load and
+// one trampoline link per function where fentry costs two. The programs
+// go through rawbpf, so functions in modules are skipped.
+func AttachFsession(ctx context.Context, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, targets []Target, progress Progress) (*Attachment, error) {
+	insns, err := rawInstructions(spec.Programs[bpf.CaptureProgFsessionCapture], maps)
+	if err != nil {
+		return nil, fmt.Errorf("fsession: %w", err)
+	}
+	return attachEach(ctx, targets, progress, func(a *Attachment, t Target) error {
+		fn := t.Plan.Func
+		if reason := notVmlinux(fn.Module); reason != "" {
+			a.skip(reason, fn.Name)
+			return nil
+		}
+		prog, err := rawbpf.LoadTracing(&rawbpf.TracingSpec{
+			Name:         bpf.CaptureProgFsessionCapture,
+			AttachType:   rawbpf.AttachTraceFSession,
+			AttachBTFID:  fn.BTFID,
+			Instructions: insns,
+			License:      "GPL",
+		})
+		if err == nil {
+			var l link.Link
+			l, err = rawbpf.AttachTracing(prog, rawbpf.AttachTraceFSession, uint64(t.ID))
+			if err == nil {
+				a.add(l, program{name: bpf.CaptureProgFsessionCapture, prog: prog, owned: true})
+				a.mu.Lock()
+				a.Attached++
+				a.mu.Unlock()
+				return nil
+			}
+			prog.Close()
+		}
+		if reason := classify(err); reason != "" {
+			a.skip(reason, fn.Name)
+			return nil
+		}
+		return fmt.Errorf("fsession on %s: %w", fn.Name, err)
+	})
+}
+
+// notVmlinux says why a function of module cannot be attached through
+// rawbpf, which takes vmlinux BTF ids only, or "" for vmlinux.
+func notVmlinux(module string) string {
+	if module == "" {
+		return ""
+	}
+	return "in a module: fsession and tracing_multi attach vmlinux functions only"
+}

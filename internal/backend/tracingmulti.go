@@ -1,0 +1,70 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/kernel/rawbpf"
+)
+
+// TracingMulti loads the capture program once as fsession.multi and
+// attaches it to every target with one tracing_multi link (7.2, x86-64),
+// by BTF id, cookie = plan index. The kernel attaches a link's functions
+// all or none: a link that fails is halved until the failing functions
+// are found and skipped. Functions in modules are skipped (the link takes
+// vmlinux BTF ids).
+func TracingMulti(ctx context.Context, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, targets []Target, progress Progress) (*Attachment, error) {
+	a := newAttachment()
+	var ids []btf.TypeID
+	var cookies []uint64
+	var names []string
+	for _, t := range targets {
+		fn := t.Plan.Func
+		if reason := notVmlinux(fn.Module); reason != "" {
+			a.skip(reason, fn.Name)
+			continue
+		}
+		ids = append(ids, fn.BTFID)
+		cookies = append(cookies, uint64(t.ID))
+		names = append(names, fn.Name)
+	}
+	if len(ids) == 0 {
+		return a, nil
+	}
+	insns, err := rawInstructions(spec.Programs[bpf.CaptureProgFsessionCapture], maps)
+	if err != nil {
+		return nil, fmt.Errorf("tracing_multi: %w", err)
+	}
+	prog, err := rawbpf.LoadTracing(&rawbpf.TracingSpec{
+		Name:         bpf.CaptureProgFsessionCapture,
+		AttachType:   rawbpf.AttachTraceFSessionMulti,
+		Instructions: insns,
+		License:      "GPL",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tracing_multi: %w", err)
+	}
+	a.programs = []program{{name: bpf.CaptureProgFsessionCapture, prog: prog, owned: true}}
+	b := &batcher{
+		a: a, what: "tracing_multi", total: len(ids), progress: progress, failed: map[int]bool{},
+		attach: func(lo, hi int) ([]link.Link, error) {
+			l, err := rawbpf.AttachTracingMulti(prog, rawbpf.AttachTraceFSessionMulti, ids[lo:hi], cookies[lo:hi])
+			if err != nil {
+				return nil, err
+			}
+			return []link.Link{l}, nil
+		},
+		name: func(i int) string { return names[i] },
+	}
+	if err := b.run(ctx, 0, len(ids)); err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.Attached = len(ids) - len(b.failed)
+	return a, nil
+}
