@@ -134,11 +134,14 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, sizes []int, budget
 		return err
 	}
 	fmt.Printf("### Attach\n\n")
-	fmt.Printf("trawl.Open on N functions picked evenly from the %d vmlinux functions that are traceable, have a prototype and an address, are not on the deny list and have a name no other BTF function has (one regexp pattern), then Close; \"all\" is the pattern `*` (%d functions) less the %d functions on which trawl.Open fails as a whole (BTF names several functions share; more than 12 argument slots on kprobe backends). Open includes selecting (also shown alone), planning, loading and attaching. One run each; a size is not run when the previous size's rate predicts more than %s.\n\n", len(names), len(all.Selected), len(troubled), budget)
-	fmt.Println("| backend | N | selected | attached | select | open | open per function | close |")
+	fmt.Printf("trawl.Open on N functions picked evenly from the %d vmlinux functions that are traceable, have a prototype and an address, are not on the deny list and are none of the %d functions on which trawl.Open fails as a whole (BTF names several functions share; more than 12 argument slots on kprobe backends), as one regexp pattern; then Close. \"all\" is the pattern `*` less those %d (%d functions). Open includes selecting (also shown alone), planning, loading and attaching. One run each; a size is not run when the time per function between the previous two sizes predicts more than %s.\n\n", len(names), len(troubled), len(troubled), len(all.Selected), budget)
+	fmt.Println("| backend | N | selected | attached | select | open | open per added function | close |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for _, b := range backends {
-		var perFunc time.Duration // open time per attached function at the last size
+		// The open time and function count of the last size, and the time
+		// per function from the size before it.
+		var lastOpen, perFunc time.Duration
+		var lastN int
 		for _, n := range sizes {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -147,8 +150,8 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, sizes []int, budget
 			if n != allFunctions {
 				label, patterns, want = fmt.Sprint(n), []string{patternFor(pick(names, n))}, min(n, len(names))
 			}
-			if est := perFunc * time.Duration(want); est > budget {
-				fmt.Printf("| %s | %s | %d | | | not run: about %s at the previous N's rate | | |\n", b, label, want, round(est))
+			if est := lastOpen + perFunc*time.Duration(want-lastN); est > budget {
+				fmt.Printf("| %s | %s | %d | | | not run: about %s predicted | | |\n", b, label, want, round(est))
 				continue
 			}
 			r, err := attachOnce(ctx, cat, b, patterns)
@@ -161,9 +164,10 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, sizes []int, budget
 				fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: %v\n", b, label, err)
 				break
 			}
-			if r.attached > 0 {
-				perFunc = r.open / time.Duration(r.attached)
+			if r.attached > lastN {
+				perFunc = max(r.open-lastOpen, 0) / time.Duration(r.attached-lastN)
 			}
+			lastOpen, lastN = r.open, r.attached
 			fmt.Printf("| %s | %s | %d | %d | %s | %s | %s | %s |\n", b, label, r.selected, r.attached, round(r.sel), round(r.open), round(perFunc), round(r.close))
 			fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: open %s, close %s, %d attached\n", b, label, round(r.open), round(r.close), r.attached)
 		}

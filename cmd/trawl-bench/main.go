@@ -40,7 +40,7 @@ var backends = slices.DeleteFunc(slices.Clone(trawl.Backends), func(b string) bo
 func main() {
 	var (
 		sizes      = flag.String("n", "10,100,1000,all", "function counts to attach, comma-separated; all means every traceable function")
-		budget     = flag.Duration("attach-budget", 4*time.Minute, "attach N functions only if the rate measured at the previous N predicts it takes less than this")
+		budget     = flag.Duration("attach-budget", 6*time.Minute, "attach N functions only if the time per function between the previous two sizes predicts it takes less than this")
 		rounds     = flag.Int("rounds", 5, "rounds of per-call measurements")
 		callTarget = flag.Duration("call-time", 300*time.Millisecond, "time each per-call measurement aims to take")
 		skipAttach = flag.Bool("skip-attach", false, "skip the attach measurements")
@@ -63,7 +63,9 @@ func run(ctx context.Context, sizes string, budget time.Duration, rounds int, ca
 	}
 	loadTime := time.Since(start)
 	fmt.Printf("## %s\n\n", describeHost())
-	fmt.Printf("trawl %s.\n\n", version())
+	if v := version(); v != "" {
+		fmt.Printf("%s\n\n", v)
+	}
 	fmt.Printf("Catalogue: %d functions, %d traceable; loaded in %s.\n\n", len(cat.Functions()), countTraceable(cat), round(loadTime))
 	// Per-call first: attaching thousands of functions is what may bring
 	// an emulated guest down.
@@ -99,13 +101,14 @@ func describeHost() string {
 	return fmt.Sprintf("%s (Linux %s, %s, %d CPUs)", name, release, runtime.GOARCH, runtime.NumCPU())
 }
 
-// version names the commit the bench was built from.
+// version names the commit the bench was built from, "" when the build
+// did not record it.
 func version() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "of unknown version"
+		return ""
 	}
-	rev, dirty := "?", ""
+	rev, dirty := "", ""
 	for _, s := range info.Settings {
 		switch {
 		case s.Key == "vcs.revision" && len(s.Value) >= 7:
@@ -114,7 +117,10 @@ func version() string {
 			dirty = " with uncommitted changes"
 		}
 	}
-	return "at commit " + rev + dirty
+	if rev == "" {
+		return ""
+	}
+	return "trawl at commit " + rev + dirty + "."
 }
 
 func countTraceable(cat *kernel.Catalogue) int {
