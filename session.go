@@ -78,6 +78,10 @@ type Config struct {
 	Notify func(string)
 }
 
+// errTooManySlots leaves out functions whose arguments take more slots
+// than the capture program reads.
+var errTooManySlots = fmt.Errorf("more than the %d argument slots trawl reads", backend.MaxSlots)
+
 // Call is one traced call, decoded.
 type Call = render.Call
 
@@ -150,6 +154,9 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		p, err := plan.New(fn, cfg.Plan)
 		if err == nil {
 			err = p.Attachable(kind, arch, version)
+		}
+		if err == nil && p.NumSlots > backend.MaxSlots {
+			err = fmt.Errorf("%w: %d", errTooManySlots, p.NumSlots)
 		}
 		if err != nil {
 			reason := err.Error()

@@ -123,10 +123,12 @@ var skippable = []struct {
 	reason string
 }{
 	{func(err error) bool { return errors.Is(err, btf.ErrNotFound) }, "not in BTF, so no trampoline can attach"},
+	{func(err error) bool { return errors.Is(err, btf.ErrMultipleMatches) }, "several BTF functions of this name, so cilium/ebpf cannot pick one"},
 	{func(err error) bool { return errors.Is(err, syscall.EBUSY) }, "busy: another ftrace user owns the function (EBUSY)"},
 	{func(err error) bool { return errors.Is(err, syscall.ENOENT) }, "not found by the kernel (ENOENT)"},
 	{func(err error) bool { return errors.Is(err, syscall.EADDRNOTAVAIL) }, "address not traceable (EADDRNOTAVAIL)"},
 	{func(err error) bool { return errors.Is(err, ENOTSUPP) }, "the kernel cannot patch it (ENOTSUPP)"},
+	{func(err error) bool { return errors.Is(err, ebpf.ErrNotSupported) }, "the kernel does not support this attach type on it"},
 	{func(err error) bool {
 		var ve *ebpf.VerifierError
 		return errors.As(err, &ve) && strings.Contains(ve.Error(), "arg")
