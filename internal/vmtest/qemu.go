@@ -208,14 +208,17 @@ func qemuArgs(o Options, image, initrd, console, status string) []string {
 	switch o.Kernel.Arch {
 	case "arm64":
 		// pauth=off: emulating pointer authentication makes TCG 3x slower.
-		args = []string{"-M", "virt", "-cpu", "max,pauth=off"}
+		args = []string{"-M", "virt", "-cpu", "max,pauth=off", "-accel", "tcg,thread=multi"}
 		cmdline += "console=ttyAMA0"
 	default:
-		args = []string{"-M", "pc", "-cpu", "max"}
+		// One host thread for all vCPUs: with multi-threaded TCG, x86
+		// kernels that patch code through int3 (text_poke_bp, as every
+		// attach does) now and then die of "Oops: int3" on a vCPU still
+		// running the patched-away breakpoint.
+		args = []string{"-M", "pc", "-cpu", "max", "-accel", "tcg,thread=single"}
 		cmdline += "console=ttyS0"
 	}
 	args = append(args,
-		"-accel", "tcg,thread=multi",
 		"-m", strconv.Itoa(o.Memory), "-smp", strconv.Itoa(o.CPUs),
 		"-nodefaults", "-display", "none", "-no-reboot",
 		"-kernel", image, "-initrd", initrd, "-append", cmdline,
