@@ -143,9 +143,25 @@ func capture(t *testing.T, cfg trawl.Config) (map[string][]map[string]any, map[s
 	st, _ := s.Stats()
 	t.Logf("%s: %d functions attached, skipped: %v", s.Backend, st.Attached, st.Skipped)
 	workload(t)
+	calls := readCalls(t, s, 2*time.Second)
+	st, _ = s.Stats()
+	t.Logf("stats: %+v", st)
+	skipped := map[string]string{}
+	for reason, fns := range st.Skipped {
+		for _, fn := range fns {
+			skipped[fn] = reason
+		}
+	}
+	return calls, skipped
+}
+
+// readCalls reads calls until none came for wait and returns them as
+// their JSON objects, by function.
+func readCalls(t *testing.T, s *trawl.Session, wait time.Duration) map[string][]map[string]any {
+	t.Helper()
 	var buf bytes.Buffer
 	j := render.NewJSON(&buf, render.Options{})
-	s.SetDeadline(time.Now().Add(2 * time.Second))
+	s.SetDeadline(time.Now().Add(wait))
 	var c trawl.Call
 	for {
 		err := s.Read(&c)
@@ -155,16 +171,13 @@ func capture(t *testing.T, cfg trawl.Config) (map[string][]map[string]any, map[s
 		if err != nil {
 			t.Fatal(err)
 		}
-		if os.Getenv("TRAWL_DEBUG") != "" {
-			t.Logf("%s depth=%d flags=%d ret=%v args=%v", c.Func, c.Depth, c.Flags, c.Ret, c.Args)
-		}
 		if err := j.Call(&c); err != nil {
 			t.Fatal(err)
 		}
 	}
-	j.Close()
-	st, _ = s.Stats()
-	t.Logf("stats: %+v", st)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 	calls := map[string][]map[string]any{}
 	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
 		if len(line) == 0 {
@@ -177,13 +190,7 @@ func capture(t *testing.T, cfg trawl.Config) (map[string][]map[string]any, map[s
 		fn, _ := m["func"].(string)
 		calls[fn] = append(calls[fn], m)
 	}
-	skipped := map[string]string{}
-	for reason, fns := range st.Skipped {
-		for _, fn := range fns {
-			skipped[fn] = reason
-		}
-	}
-	return calls, skipped
+	return calls
 }
 
 // workload calls each known function with known values.

@@ -1,8 +1,6 @@
 package trawl_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/internal/kernel"
-	"github.com/trawl-dev/trawl/internal/render"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
 
@@ -165,38 +162,10 @@ func captureFiltered(t *testing.T, cfg trawl.Config, setup func(t *testing.T)) (
 		setup(t)
 	}
 	workload(t)
-	var buf bytes.Buffer
-	j := render.NewJSON(&buf, render.Options{})
-	s.SetDeadline(time.Now().Add(time.Second))
-	var c trawl.Call
-	for {
-		err := s.Read(&c)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := j.Call(&c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	j.Close()
+	calls := readCalls(t, s, time.Second)
 	st, err := s.Stats()
 	if err != nil {
 		t.Fatal(err)
-	}
-	calls := map[string][]map[string]any{}
-	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal(line, &m); err != nil {
-			t.Fatalf("bad JSON line %q: %v", line, err)
-		}
-		fn, _ := m["func"].(string)
-		calls[fn] = append(calls[fn], m)
 	}
 	return calls, st
 }

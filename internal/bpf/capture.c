@@ -480,6 +480,23 @@ static __always_inline int copy_regs(struct scratch *sc, void *ctx)
 	return bpf_probe_read_kernel(sc->regs, regs_size & (sizeof(sc->regs) - 1), ctx);
 }
 
+/* kprobe_slots reads the argument slots from the copy of pt_regs, or from
+ * the stack for arguments the ABI puts there. */
+static __always_inline void kprobe_slots(struct frame *f, const struct plan *p, struct scratch *sc)
+{
+	for (int i = 0; i < MAX_SLOTS; i++) {
+		if (i >= p->nr_slots)
+			break;
+		__u16 src = p->src[i];
+		if (src & SRC_STACK) {
+			__u64 sp = reg(sc, regs_sp);
+			bpf_probe_read_kernel(&f->rec.slots[i], 8, (void *)(sp + (src & ~SRC_STACK)));
+		} else {
+			f->rec.slots[i] = reg(sc, src);
+		}
+	}
+}
+
 SEC("kprobe.multi")
 int kprobe_capture(void *ctx)
 {
@@ -494,17 +511,7 @@ int kprobe_capture(void *ctx)
 		return 0;
 	if (!(f = push(&s, func, p)))
 		return 0;
-	for (int i = 0; i < MAX_SLOTS; i++) {
-		if (i >= p->nr_slots)
-			break;
-		__u16 src = p->src[i];
-		if (src & SRC_STACK) {
-			__u64 sp = reg(sc, regs_sp);
-			bpf_probe_read_kernel(&f->rec.slots[i], 8, (void *)(sp + (src & ~SRC_STACK)));
-		} else {
-			f->rec.slots[i] = reg(sc, src);
-		}
-	}
+	kprobe_slots(f, p, sc);
 	capture(f, p);
 	return 0;
 }
@@ -647,17 +654,7 @@ int kprobe_session_capture(void *ctx)
 	f = session_entry(ctx, func, p, &skip);
 	if (!f)
 		return skip;
-	for (int i = 0; i < MAX_SLOTS; i++) {
-		if (i >= p->nr_slots)
-			break;
-		__u16 src = p->src[i];
-		if (src & SRC_STACK) {
-			__u64 sp = reg(sc, regs_sp);
-			bpf_probe_read_kernel(&f->rec.slots[i], 8, (void *)(sp + (src & ~SRC_STACK)));
-		} else {
-			f->rec.slots[i] = reg(sc, src);
-		}
-	}
+	kprobe_slots(f, p, sc);
 	capture(f, p);
 	return 0;
 }
