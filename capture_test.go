@@ -85,8 +85,10 @@ func wantArg(c map[string]any, name string, v any) error { return want(name, arg
 
 func wantRet(c map[string]any, v any) error { return want("ret", c["ret"], v) }
 
-func TestCaptureKnownValues(t *testing.T) {
-	guest.Require(t)
+// knownPatterns returns the catalogue and the known functions this kernel
+// has.
+func knownPatterns(t *testing.T) (*kernel.Catalogue, []string) {
+	t.Helper()
 	cat, err := kernel.Live()
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +99,12 @@ func TestCaptureKnownValues(t *testing.T) {
 			patterns = append(patterns, k.fn)
 		}
 	}
+	return cat, patterns
+}
+
+func TestCaptureKnownValues(t *testing.T) {
+	guest.Require(t)
+	cat, patterns := knownPatterns(t)
 	for _, backend := range trawl.Backends[1:] { // all but auto
 		t.Run(backend, func(t *testing.T) {
 			calls, skipped := capture(t, trawl.Config{Patterns: patterns, Backend: backend, PIDs: []int{os.Getpid()}})

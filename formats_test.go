@@ -18,7 +18,6 @@ import (
 
 	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/internal/decode"
-	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/render"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
@@ -28,16 +27,7 @@ import (
 // calls (function, task, start, duration) with the same values (issue 5).
 func TestFormatsAgree(t *testing.T) {
 	guest.Require(t)
-	cat, err := kernel.Live()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var patterns []string
-	for _, k := range knownCalls {
-		if len(cat.Lookup(k.fn)) > 0 {
-			patterns = append(patterns, k.fn)
-		}
-	}
+	_, patterns := knownPatterns(t)
 	// fentry runs on every kernel of the test bed; the renderers, not the
 	// backend, are under test.
 	s, err := trawl.Open(t.Context(), trawl.Config{Patterns: patterns, Backend: trawl.BackendFentry, PIDs: []int{os.Getpid()}})

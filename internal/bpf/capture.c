@@ -433,6 +433,16 @@ static __always_inline const struct plan *plan_of(void *ctx, __u32 *func)
 	return bpf_map_lookup_elem(&plans, func);
 }
 
+/* trampoline_slots reads the argument slots a trampoline saved (5.17). */
+static __always_inline void trampoline_slots(void *ctx, struct frame *f, const struct plan *p)
+{
+	for (int i = 0; i < MAX_SLOTS; i++) {
+		if (i >= p->nr_slots)
+			break;
+		bpf_get_func_arg(ctx, i, &f->rec.slots[i]);
+	}
+}
+
 SEC("fentry/trawl_placeholder")
 int fentry_capture(void *ctx)
 {
@@ -444,11 +454,7 @@ int fentry_capture(void *ctx)
 	p = plan_of(ctx, &func);
 	if (!p || !(f = push(&s, func, p)))
 		return 0;
-	for (int i = 0; i < MAX_SLOTS; i++) {
-		if (i >= p->nr_slots)
-			break;
-		bpf_get_func_arg(ctx, i, &f->rec.slots[i]);
-	}
+	trampoline_slots(ctx, f, p);
 	capture(f, p);
 	return 0;
 }
@@ -624,11 +630,7 @@ int fsession_capture(void *ctx)
 	p = plan_of(ctx, &func);
 	if (!p || !(f = session_entry(ctx, func, p, &skip)))
 		return 0;
-	for (int i = 0; i < MAX_SLOTS; i++) {
-		if (i >= p->nr_slots)
-			break;
-		bpf_get_func_arg(ctx, i, &f->rec.slots[i]);
-	}
+	trampoline_slots(ctx, f, p);
 	capture(f, p);
 	return 0;
 }
