@@ -443,6 +443,18 @@ static __always_inline void trampoline_slots(void *ctx, struct frame *f, const s
 	}
 }
 
+/* finish sends the call that returns: with its entry frame, or flagged
+ * as an exit without one. */
+static __always_inline void finish(__u32 func, __u64 ret)
+{
+	struct frame *f = pop(func);
+
+	if (f)
+		emit(f, ret);
+	else
+		exit_only(func, ret);
+}
+
 SEC("fentry/trawl_placeholder")
 int fentry_capture(void *ctx)
 {
@@ -462,16 +474,11 @@ int fentry_capture(void *ctx)
 SEC("fexit/trawl_placeholder")
 int fexit_capture(void *ctx)
 {
-	struct frame *f;
 	__u64 ret = 0;
 	__u32 func = bpf_get_attach_cookie(ctx);
 
 	bpf_get_func_ret(ctx, &ret);
-	f = pop(func);
-	if (f)
-		emit(f, ret);
-	else
-		exit_only(func, ret);
+	finish(func, ret);
 	return 0;
 }
 
@@ -527,17 +534,12 @@ int kretprobe_capture(void *ctx)
 {
 	struct scratch *sc = get_scratch();
 	__u32 func = bpf_get_attach_cookie(ctx);
-	struct frame *f;
 	__u64 ret;
 
 	if (!sc || copy_regs(sc, ctx))
 		return 0;
 	ret = reg(sc, regs_ret);
-	f = pop(func);
-	if (f)
-		emit(f, ret);
-	else
-		exit_only(func, ret);
+	finish(func, ret);
 	return 0;
 }
 
