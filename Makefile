@@ -64,14 +64,15 @@ bpf-check: bpf
 	@git diff --exit-code --stat internal/bpf || { echo "internal/bpf: committed BPF objects are stale: run make bpf and commit"; exit 1; }
 
 # bench runs cmd/trawl-bench in each guest named by KERNEL, one after the
-# other: attach times and per-call cost, as Markdown tables on stdout
+# other, with Debian's bpftrace shared into each guest for comparison:
+# attach times and per-call cost, as Markdown tables on stdout
 # (docs/benchmarks.md holds measured ones). BENCH_ARGS passes flags, e.g.
 # BENCH_ARGS='-skip-attach -rounds 9'.
 .PHONY: bench
 BENCH_ARGS ?=
 bench: tools fetch bin/trawl-bench-amd64 bin/trawl-bench-arm64
 	@failed=; for k in $(KERNEL); do \
-		bin/vmrun -kernel $$k bin/trawl-bench-$${k%%-*} $(BENCH_ARGS) || failed="$$failed $$k"; \
+		bin/vmrun -kernel $$k -bpftrace bin/trawl-bench-$${k%%-*} $(BENCH_ARGS) || failed="$$failed $$k"; \
 	done; test -z "$$failed" || { echo "bench failed on:$$failed"; exit 1; }
 
 bin/trawl-bench-%: FORCE

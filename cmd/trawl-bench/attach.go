@@ -91,6 +91,30 @@ func patternFor(names []string) string {
 type attachResult struct {
 	selected, attached int
 	sel, open, close   time.Duration
+	// skipped are the selected functions left out, whatever the reason.
+	skipped []string
+}
+
+// predictor tells, from the sizes measured so far, how long opening a
+// larger one will take.
+type predictor struct {
+	// lastOpen and lastN are the open time and function count of the last
+	// size; perFunc is the time per added function from the size before.
+	lastOpen, perFunc time.Duration
+	lastN             int
+}
+
+// estimate predicts the open time of n functions.
+func (p *predictor) estimate(n int) time.Duration {
+	return p.lastOpen + p.perFunc*time.Duration(n-p.lastN)
+}
+
+// add records that n functions took open.
+func (p *predictor) add(n int, open time.Duration) {
+	if n > p.lastN {
+		p.perFunc = max(open-p.lastOpen, 0) / time.Duration(n-p.lastN)
+	}
+	p.lastOpen, p.lastN = open, n
 }
 
 // attachOnce opens a session on patterns with backend b and closes it,
@@ -113,6 +137,9 @@ func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns [
 	r.open = time.Since(start)
 	st, err := s.Stats()
 	r.attached = st.Attached
+	for _, fns := range st.Skipped {
+		r.skipped = append(r.skipped, fns...)
+	}
 	start = time.Now()
 	if cerr := s.Close(); err == nil {
 		err = cerr
@@ -123,11 +150,10 @@ func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns [
 }
 
 // benchAttach measures attaching sizes functions with every backend and
-// prints the table. A size runs only when the open time per function at
+// prints the table. names and troubled are what eligible returns. A size runs only when the open time per function at
 // the previous size predicts it takes less than budget: backends that load
 // a program per function are far too slow under TCG for thousands.
-func benchAttach(ctx context.Context, cat *kernel.Catalogue, sizes []int, budget time.Duration) error {
-	names, troubled := eligible(cat)
+func benchAttach(ctx context.Context, cat *kernel.Catalogue, names, troubled []string, sizes []int, budget time.Duration) error {
 	allPatterns := []string{"*", "!" + patternFor(troubled)}
 	all, err := selector.Select(cat, allPatterns)
 	if err != nil {
@@ -138,24 +164,21 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, sizes []int, budget
 	fmt.Println("| backend | N | selected | attached | select | open | open per added function | close |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for _, b := range backends {
-		// The open time and function count of the last size, and the time
-		// per function from the size before it.
-		var lastOpen, perFunc time.Duration
-		var lastN int
+		var p predictor
 		for _, n := range sizes {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			label, patterns, want := "all", allPatterns, len(all.Selected)
+			label, patterns, want := sizeLabel(n), allPatterns, len(all.Selected)
 			if n != allFunctions {
-				label, patterns, want = fmt.Sprint(n), []string{patternFor(pick(names, n))}, min(n, len(names))
+				patterns, want = []string{patternFor(pick(names, n))}, min(n, len(names))
 			}
-			if est := lastOpen + perFunc*time.Duration(want-lastN); est > budget {
+			if est := p.estimate(want); est > budget {
 				fmt.Printf("| %s | %s | %d | | | not run: about %s predicted | | |\n", b, label, want, round(est))
 				continue
 			}
 			r, err := attachOnce(ctx, cat, b, patterns)
-			if err != nil && notSupported(err) && perFunc == 0 {
+			if err != nil && notSupported(err) && p.perFunc == 0 {
 				fmt.Printf("| %s | | | | | not supported by this kernel (%s) | | |\n", b, oneLine(err))
 				break
 			}
@@ -164,11 +187,8 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, sizes []int, budget
 				fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: %v\n", b, label, err)
 				break
 			}
-			if r.attached > lastN {
-				perFunc = max(r.open-lastOpen, 0) / time.Duration(r.attached-lastN)
-			}
-			lastOpen, lastN = r.open, r.attached
-			fmt.Printf("| %s | %s | %d | %d | %s | %s | %s | %s |\n", b, label, r.selected, r.attached, round(r.sel), round(r.open), round(perFunc), round(r.close))
+			p.add(r.attached, r.open)
+			fmt.Printf("| %s | %s | %d | %d | %s | %s | %s | %s |\n", b, label, r.selected, r.attached, round(r.sel), round(r.open), round(p.perFunc), round(r.close))
 			fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: open %s, close %s, %d attached\n", b, label, round(r.open), round(r.close), r.attached)
 		}
 	}

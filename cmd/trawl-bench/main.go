@@ -4,6 +4,9 @@
 //   - attach: how long trawl.Open takes to attach N functions, and Close to
 //     detach them, per backend, for N = 10, 100, 1000 and every traceable
 //     function;
+//   - fentry vs bpftrace: trawl's fentry backend against Debian's bpftrace
+//     (shared into the guest by `vmrun -bpftrace`) attaching kfunc probes
+//     one by one to the same N functions;
 //   - per call: the cost of trawl's capture program on a cheap function
 //     with scalar arguments, against an empty program of the same attach
 //     type and against no program at all, measured in the same run.
@@ -45,17 +48,18 @@ func main() {
 		callTarget = flag.Duration("call-time", 300*time.Millisecond, "time each per-call measurement aims to take")
 		skipAttach = flag.Bool("skip-attach", false, "skip the attach measurements")
 		skipCalls  = flag.Bool("skip-calls", false, "skip the per-call measurements")
+		skipVs     = flag.Bool("skip-bpftrace", false, "skip comparing trawl's fentry attach with bpftrace's")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *sizes, *budget, *rounds, *callTarget, *skipAttach, *skipCalls); err != nil {
+	if err := run(ctx, *sizes, *budget, *rounds, *callTarget, *skipAttach, *skipCalls, *skipVs); err != nil {
 		fmt.Fprintln(os.Stderr, "trawl-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, sizes string, budget time.Duration, rounds int, callTarget time.Duration, skipAttach, skipCalls bool) error {
+func run(ctx context.Context, sizes string, budget time.Duration, rounds int, callTarget time.Duration, skipAttach, skipCalls, skipVs bool) error {
 	start := time.Now()
 	cat, err := kernel.Live()
 	if err != nil {
@@ -79,8 +83,14 @@ func run(ctx context.Context, sizes string, budget time.Duration, rounds int, ca
 		if err != nil {
 			return err
 		}
-		if err := benchAttach(ctx, cat, ns, budget); err != nil {
+		names, troubled := eligible(cat)
+		if err := benchAttach(ctx, cat, names, troubled, ns, budget); err != nil {
 			return err
+		}
+		if !skipVs {
+			if err := benchVersusBpftrace(ctx, cat, names, ns, budget); err != nil {
+				return err
+			}
 		}
 	}
 	fmt.Printf("Total bench time: %s.\n", round(time.Since(start)))

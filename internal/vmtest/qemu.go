@@ -46,6 +46,9 @@ type Options struct {
 	// Dir is the working directory; Share, the host directory mounted at
 	// the same path in the guest, must contain it.
 	Dir, Share string
+	// ReadOnly are further host directories the guest mounts read-only at
+	// the same paths.
+	ReadOnly []string
 	// Timeout bounds the whole run.
 	Timeout time.Duration
 	// Memory in MiB and the number of CPUs of the guest.
@@ -78,10 +81,11 @@ func Run(ctx context.Context, o Options) (int, error) {
 		return 0, err
 	}
 	spec := guest.Spec{
-		Args:  append([]string{"/run/trawl/bin/" + filepath.Base(o.Args[0])}, o.Args[1:]...),
-		Env:   append(o.Env, guest.KernelEnv+"="+o.Kernel.ID),
-		Dir:   o.Dir,
-		Share: o.Share,
+		Args:     append([]string{"/run/trawl/bin/" + filepath.Base(o.Args[0])}, o.Args[1:]...),
+		Env:      append(o.Env, guest.KernelEnv+"="+o.Kernel.ID),
+		Dir:      o.Dir,
+		Share:    o.Share,
+		ReadOnly: o.ReadOnly,
 	}
 	perRun, err := runArchive(spec, binary)
 	if err != nil {
@@ -235,6 +239,11 @@ func qemuArgs(o Options, image, initrd, console, status string) []string {
 		args = append(args,
 			"-fsdev", "local,id=share,path="+o.Share+",security_model=none",
 			"-device", "virtio-9p-pci,fsdev=share,mount_tag=host0")
+	}
+	for i, dir := range o.ReadOnly {
+		args = append(args,
+			"-fsdev", fmt.Sprintf("local,id=ro%d,path=%s,security_model=none,readonly=on", i, dir),
+			"-device", fmt.Sprintf("virtio-9p-pci,fsdev=ro%d,mount_tag=ro%d", i, i))
 	}
 	return args
 }

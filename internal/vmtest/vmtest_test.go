@@ -143,7 +143,12 @@ func TestRunStatuses(t *testing.T) {
 import ("fmt"; "os"; "time")
 func main() {
 	switch os.Args[1] {
-	case "exit": fmt.Println("out:", os.Getenv("TRAWL_VMTEST_KERNEL")); fmt.Fprintln(os.Stderr, "err"); os.Exit(7)
+	case "exit":
+		shared, _ := os.ReadFile(os.Args[2] + "/shared")
+		werr := os.WriteFile(os.Args[2]+"/new", nil, 0o644)
+		fmt.Println("out:", os.Getenv("TRAWL_VMTEST_KERNEL"), string(shared), "read-only:", werr != nil)
+		fmt.Fprintln(os.Stderr, "err")
+		os.Exit(7)
 	case "sleep": time.Sleep(time.Hour)
 	case "panic": os.WriteFile("/proc/sysrq-trigger", []byte("c"), 0)
 	}
@@ -158,7 +163,12 @@ func main() {
 		{"panic", time.Minute, ExitPanic},
 	} {
 		t.Run(c.arg, func(t *testing.T) {
-			o := guestFor(t, prog, c.arg)
+			ro := t.TempDir()
+			if err := os.WriteFile(filepath.Join(ro, "shared"), []byte("hello"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			o := guestFor(t, prog, c.arg, ro)
+			o.ReadOnly = []string{ro}
 			o.Timeout = c.timeout
 			var out, errOut, console bytes.Buffer
 			o.Stdout, o.Stderr, o.Console = &out, &errOut, &console
@@ -169,12 +179,30 @@ func main() {
 			if code != c.want {
 				t.Fatalf("status %d, want %d; console:\n%s", code, c.want, console.String())
 			}
-			if c.arg == "exit" && (out.String() != "out: "+o.Kernel.ID+"\n" || errOut.String() != "err\n") {
+			if c.arg == "exit" && (out.String() != "out: "+o.Kernel.ID+" hello read-only: true\n" || errOut.String() != "err\n") {
 				t.Fatalf("stdout %q, stderr %q", out.String(), errOut.String())
 			}
 			if !strings.Contains(console.String(), "--- guest console") {
 				t.Fatalf("a failed run did not show the console")
 			}
 		})
+	}
+}
+
+func TestBpftraceCommand(t *testing.T) {
+	cmd, err := guest.BpftraceCommand("/c/bpftrace/arm64/root", "arm64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"/c/bpftrace/arm64/root/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1",
+		"--library-path", "/c/bpftrace/arm64/root/lib/aarch64-linux-gnu:/c/bpftrace/arm64/root/usr/lib/aarch64-linux-gnu",
+		"/c/bpftrace/arm64/root/usr/bin/bpftrace",
+	}
+	if strings.Join(cmd, " ") != strings.Join(want, " ") {
+		t.Errorf("BpftraceCommand = %q, want %q", cmd, want)
+	}
+	if _, err := guest.BpftraceCommand("/c", "riscv64"); err == nil {
+		t.Error("BpftraceCommand accepted an arch the test bed does not have")
 	}
 }

@@ -4,7 +4,10 @@
 package guest
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -47,11 +50,50 @@ type Spec struct {
 	// Share is where the host's shared directory (9p tag "host0") is
 	// mounted; empty for none.
 	Share string `json:"share"`
+	// ReadOnly are further host directories, mounted read-only at their
+	// host paths (9p tags "ro0", "ro1", ...).
+	ReadOnly []string `json:"read_only,omitempty"`
 }
 
 // Kernel returns the test bed kernel this process runs on, or "" outside a
 // guest.
 func Kernel() string { return os.Getenv(KernelEnv) }
+
+// BpftraceEnv names the environment variable that gives a process inside
+// a guest the directory where Debian's bpftrace and its libraries are
+// unpacked (`vmrun -bpftrace` sets it).
+const BpftraceEnv = "TRAWL_BPFTRACE"
+
+// BpftraceCommand returns the command line that runs the bpftrace unpacked
+// under root for arch: its binary, through the dynamic loader and the
+// libraries unpacked with it, since guests have no libc of their own.
+func BpftraceCommand(root, arch string) ([]string, error) {
+	var triplet, loader string
+	switch arch {
+	case "amd64":
+		triplet, loader = "x86_64-linux-gnu", "ld-linux-x86-64.so.2"
+	case "arm64":
+		triplet, loader = "aarch64-linux-gnu", "ld-linux-aarch64.so.1"
+	default:
+		return nil, fmt.Errorf("no bpftrace for %s in the test bed", arch)
+	}
+	lib := filepath.Join(root, "lib", triplet)
+	return []string{
+		filepath.Join(lib, loader),
+		"--library-path", lib + ":" + filepath.Join(root, "usr", "lib", triplet),
+		filepath.Join(root, "usr", "bin", "bpftrace"),
+	}, nil
+}
+
+// Bpftrace returns the command line that runs bpftrace in this guest, or
+// an error saying why there is none.
+func Bpftrace() ([]string, error) {
+	root := os.Getenv(BpftraceEnv)
+	if root == "" {
+		return nil, fmt.Errorf("no bpftrace in this guest: %s is not set (`vmrun -bpftrace` shares Debian's)", BpftraceEnv)
+	}
+	return BpftraceCommand(root, runtime.GOARCH)
+}
 
 // Require skips the test unless it runs as root inside a test bed guest.
 // Tests that load BPF programs call it first: the host's kernel refuses BPF

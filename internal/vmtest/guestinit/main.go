@@ -1,6 +1,6 @@
 // Command guestinit is PID 1 of a test bed guest. It mounts the usual
 // filesystems, loads the kernel modules shipped in the initramfs, brings lo
-// up, mounts the host's shared work tree, runs one command as described by
+// up, mounts the host's shared work tree (and any read-only shares), runs one command as described by
 // the run specification, reports its exit status to the host and powers
 // off. It must be built with CGO_ENABLED=0: the initramfs has no libc.
 package main
@@ -60,6 +60,14 @@ func run() error {
 		// msize: larger messages make reading test data and binaries faster.
 		if err := unix.Mount("host0", spec.Share, "9p", 0, "trans=virtio,version=9p2000.L,msize=512000,cache=loose"); err != nil {
 			return fmt.Errorf("mount the shared work tree at %s: %w", spec.Share, err)
+		}
+	}
+	for i, dir := range spec.ReadOnly {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount(fmt.Sprintf("ro%d", i), dir, "9p", unix.MS_RDONLY, "trans=virtio,version=9p2000.L,msize=512000,cache=loose"); err != nil {
+			return fmt.Errorf("mount the shared directory %s: %w", dir, err)
 		}
 	}
 	ports := virtioPorts()

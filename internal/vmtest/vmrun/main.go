@@ -8,6 +8,9 @@
 // panicked, 126 when it stopped without reporting a status, 127 when it
 // could not be started. The guest console is printed when a run fails.
 //
+// With -bpftrace it also shares Debian's bpftrace with the guest, for the
+// benchmarks (cmd/trawl-bench).
+//
 // With -fetch it only downloads the kernels named by -kernel (a comma list,
 // or "all") and builds nothing.
 package main
@@ -26,6 +29,7 @@ import (
 	"time"
 
 	"github.com/trawl-dev/trawl/internal/vmtest"
+	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
 
 func main() {
@@ -50,6 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	initDir := fs.String("init-dir", exeDir(), "`dir`ectory holding guestinit-amd64 and guestinit-arm64")
 	fetch := fs.Bool("fetch", false, "only download the kernels named by -kernel (a comma list or \"all\")")
 	verbose := fs.Bool("v", false, "always print the guest console")
+	bpftrace := fs.Bool("bpftrace", false, "share Debian's bpftrace for the guest's arch (fetched on first use) with the guest, read-only; $"+guest.BpftraceEnv+" names its directory there")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: vmrun [flags] BINARY [ARGS...]")
 		fs.PrintDefaults()
@@ -86,21 +91,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	if err != nil {
 		return 0, err
 	}
+	env, readOnly := guestEnv(), []string(nil)
+	if *bpftrace {
+		root, err := vmtest.FetchBpftrace(ctx, *cache, k.Arch)
+		if err != nil {
+			return 0, fmt.Errorf("fetch bpftrace: %w", err)
+		}
+		env = append(env, guest.BpftraceEnv+"="+root)
+		readOnly = append(readOnly, root)
+	}
 	return vmtest.Run(ctx, vmtest.Options{
-		Cache:   *cache,
-		Kernel:  k,
-		Init:    filepath.Join(*initDir, "guestinit-"+k.Arch),
-		Args:    append([]string{binary}, fs.Args()[1:]...),
-		Env:     guestEnv(),
-		Dir:     dir,
-		Share:   shareRoot(dir),
-		Timeout: *timeout,
-		Memory:  *memory,
-		CPUs:    *cpus,
-		Stdout:  stdout,
-		Stderr:  stderr,
-		Console: stderr,
-		Verbose: *verbose,
+		Cache:    *cache,
+		Kernel:   k,
+		Init:     filepath.Join(*initDir, "guestinit-"+k.Arch),
+		Args:     append([]string{binary}, fs.Args()[1:]...),
+		Env:      env,
+		Dir:      dir,
+		Share:    shareRoot(dir),
+		ReadOnly: readOnly,
+		Timeout:  *timeout,
+		Memory:   *memory,
+		CPUs:     *cpus,
+		Stdout:   stdout,
+		Stderr:   stderr,
+		Console:  stderr,
+		Verbose:  *verbose,
 	})
 }
 
