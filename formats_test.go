@@ -113,6 +113,12 @@ func TestFormatsCheckCatchesChanges(t *testing.T) {
 		{"perfetto alters an argument", func(o *formatOutputs) {
 			o.perfetto = bytes.Replace(o.perfetto, []byte(`"len":4096`), []byte(`"len":4095`), 1)
 		}},
+		{"perfetto alters an argument named cpu", func(o *formatOutputs) {
+			o.perfetto = bytes.Replace(o.perfetto, []byte(`"cpu":5`), []byte(`"cpu":6`), 1)
+		}},
+		{"perfetto drops an argument", func(o *formatOutputs) {
+			o.perfetto = bytes.Replace(o.perfetto, []byte(`,"count":31`), nil, 1)
+		}},
 		{"stats miscounts", func(o *formatOutputs) {
 			o.stats = bytes.Replace(o.stats, []byte("          2 "), []byte("          3 "), 1)
 		}},
@@ -157,6 +163,9 @@ func madeUpCalls() []trawl.Call {
 				{Kind: decode.KindArray, Name: "vec", Fields: []decode.Value{i("", 1), i("", -2)}, More: 6},
 				{Kind: decode.KindUnknown, Name: "gone"},
 				i("", 7),
+				// named like keys the Perfetto renderer adds
+				i("cpu", 5),
+				{Kind: decode.KindUint, Name: "flags", Flags: decode.Hex, Bits: 0x22},
 			},
 			Ret: decode.Value{Kind: decode.KindUint, Flags: decode.Hex, Bits: 0x7f0000001000}},
 		{TS: 1_000_002_500, Duration: 800, CPU: 0, PID: 100, TID: 101, Comm: "cat worker", Func: "vfs_read", Depth: 1,
@@ -489,51 +498,70 @@ func checkPerfetto(objs []map[string]any, b []byte) []error {
 		if got != want {
 			errs = append(errs, fmt.Errorf("perfetto event %d: name cat ph ts dur pid tid = %q, want %q", i+1, got, want))
 		}
-		// Slice args are the call's arguments, its return value, errno,
-		// CPU and flags, in one object.
-		wantArgs := canonArgs(o)
+		// Slice args are the JSON line's args object (the call's
+		// arguments, absent for exit-only calls), return value, errno,
+		// CPU and flags.
+		slice, _ := canonJSON(e["args"]).(map[string]any)
 		call := map[string]any{"cpu": num(o["cpu"])}
-		for _, k := range []string{"ret", "errno", "flags"} {
+		for _, k := range []string{"args", "ret", "errno", "flags"} {
 			if v, ok := o[k]; ok {
 				call[k] = canonJSON(v)
 			}
 		}
-		for k, v := range call {
-			if _, ok := wantArgs[k]; ok {
-				errs = append(errs, fmt.Errorf("perfetto event %d (%s): argument %s and the call's %s share a key", i+1, o["func"], k, k))
+		gotArgs, _ := slice["args"].(map[string]any)
+		wantArgs, _ := call["args"].(map[string]any)
+		for name, v := range wantArgs {
+			if g, ok := gotArgs[name]; !ok || !reflect.DeepEqual(g, v) {
+				errs = append(errs, fmt.Errorf("perfetto event %d (%s): argument %s = %v, want %v", i+1, o["func"], name, g, v))
 			}
-			wantArgs[k] = v
 		}
-		if got := canonJSON(e["args"]); !reflect.DeepEqual(got, wantArgs) {
-			errs = append(errs, fmt.Errorf("perfetto event %d (%s): args %v, want %v", i+1, o["func"], got, wantArgs))
+		if !reflect.DeepEqual(slice, call) {
+			errs = append(errs, fmt.Errorf("perfetto event %d (%s): args %v, want %v", i+1, o["func"], slice, call))
 		}
 	}
 	return errs
 }
 
-// duplicateKeys returns the keys a JSON object has more than once.
-func duplicateKeys(obj json.RawMessage) []string {
-	d := json.NewDecoder(bytes.NewReader(obj))
-	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return nil
-	}
-	seen := map[string]bool{}
+// duplicateKeys returns the keys that an object in the JSON value v, at
+// any depth (the args object nested in a slice's args too), has more than
+// once.
+func duplicateKeys(v json.RawMessage) []string {
 	var dups []string
-	for d.More() {
+	var walk func(d *json.Decoder) bool
+	walk = func(d *json.Decoder) bool {
 		t, err := d.Token()
 		if err != nil {
-			return dups
+			return false
 		}
-		k, _ := t.(string)
-		if seen[k] {
-			dups = append(dups, k)
+		switch t {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for d.More() {
+				t, err := d.Token()
+				if err != nil {
+					return false
+				}
+				k, _ := t.(string)
+				if seen[k] {
+					dups = append(dups, k)
+				}
+				seen[k] = true
+				if !walk(d) {
+					return false
+				}
+			}
+			_, err = d.Token()
+		case json.Delim('['):
+			for d.More() {
+				if !walk(d) {
+					return false
+				}
+			}
+			_, err = d.Token()
 		}
-		seen[k] = true
-		var skip json.RawMessage
-		if d.Decode(&skip) != nil {
-			return dups
-		}
+		return err == nil
 	}
+	walk(json.NewDecoder(bytes.NewReader(v)))
 	return dups
 }
 

@@ -14,10 +14,27 @@ const idleTID = 1 << 30
 
 // Perfetto writes a Chrome trace event file (JSON object format), which the
 // Perfetto UI and chrome://tracing open as a timeline: one complete slice
-// ("ph":"X") per call on its process and thread track, with the arguments,
-// return value, errno and CPU as slice args; process and thread names as
-// metadata events; calls whose entry or exit was not seen as instant events
-// ("ph":"i"). Times are in µs of the kernel clock, with ns precision.
+// ("ph":"X") per call on its process and thread track; process and thread
+// names as metadata events; calls whose entry or exit was not seen as
+// instant events ("ph":"i"). Times are in µs of the kernel clock, with ns
+// precision.
+//
+// A slice's args hold the keys of the call's JSON line (see JSON) that the
+// event itself does not carry, with the same values (also in
+// docs/json-schema.md):
+//
+//	args   object  argument name -> value; absent for "exit_only"
+//	ret    value   return value; absent for void functions and "entry_only"
+//	errno  string  error name when ret is a negative error number or error pointer
+//	cpu    number  CPU the call ended on
+//	flags  array   of "entry_only", "exit_only", "missed"; absent when none
+//
+// The function's arguments are nested in their own object rather than set
+// beside ret and cpu: kernel functions have arguments named cpu, flags, ret
+// and errno, which would make a duplicate key, and Perfetto keeps only one
+// of its values. The Perfetto UI shows the nesting as a tree, args.args.cpu
+// apart from args.cpu, and a query of the args table finds an argument
+// under the key args.args.NAME.
 //
 // Slices of one thread nest as the calls did, so the pipeline must give
 // real durations; the file is complete only after Close.
@@ -69,12 +86,12 @@ func (p *Perfetto) Call(c *Call) error {
 	b = strconv.AppendUint(b, pid, 10)
 	b = append(b, `,"tid":`...)
 	b = strconv.AppendUint(b, tid, 10)
+	// The function's arguments get an object of their own, so that no
+	// argument name (cpu, flags, ret, errno) can meet trawl's keys.
 	b = append(b, `,"args":{`...)
-	for i := range c.Args {
-		b = append(b, '"')
-		b = appendName(b, c.Args[i].Name, i)
-		b = append(b, `":`...)
-		b = appendJSONValue(b, &c.Args[i])
+	if c.Flags&ExitOnly == 0 {
+		b = append(b, `"args":`...)
+		b = appendJSONArgs(b, c.Args)
 		b = append(b, ',')
 	}
 	if c.Ret.Kind != decode.KindNone {

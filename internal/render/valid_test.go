@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+
+	"github.com/trawl-dev/trawl/internal/decode"
 )
 
 // TestJSONValid checks that every line is a JSON object holding the schema's
@@ -110,11 +112,13 @@ func TestPerfettoValid(t *testing.T) {
 				t.Errorf("complete event without ts or dur: %+v", e)
 			}
 			slicesOf[th] = append(slicesOf[th], e)
+			checkSliceArgs(t, e, calls, n)
 			n++
 		case "i":
 			if e.TS == nil || (e.S != "t" && e.S != "p" && e.S != "g") {
 				t.Errorf("instant event without ts or scope: %+v", e)
 			}
+			checkSliceArgs(t, e, calls, n)
 			n++
 		default:
 			t.Errorf("unexpected phase %q", e.Ph)
@@ -148,6 +152,136 @@ func TestPerfettoValid(t *testing.T) {
 			ends = append(ends, end)
 		}
 	}
+}
+
+// checkSliceArgs checks that the args of e, the event of calls[n], hold the
+// call's CPU and its arguments in an object of their own, absent for an
+// exit-only call.
+func checkSliceArgs(t *testing.T, e traceEvent, calls []Call, n int) {
+	t.Helper()
+	if n >= len(calls) {
+		return // counted after the loop
+	}
+	c := &calls[n]
+	var args struct {
+		Args map[string]json.RawMessage `json:"args"`
+		CPU  *uint32                    `json:"cpu"`
+	}
+	if err := json.Unmarshal(e.Args, &args); err != nil {
+		t.Errorf("%s: args: %v: %s", e.Name, err, e.Args)
+		return
+	}
+	if args.CPU == nil || *args.CPU != c.CPU {
+		t.Errorf("%s: args without the CPU %d: %s", e.Name, c.CPU, e.Args)
+	}
+	switch {
+	case c.Flags&ExitOnly != 0 && args.Args != nil:
+		t.Errorf("%s: exit-only call with arguments: %s", e.Name, e.Args)
+	case c.Flags&ExitOnly == 0 && (args.Args == nil || len(args.Args) != len(c.Args)):
+		t.Errorf("%s: %d arguments in args.args, want %d: %s", e.Name, len(args.Args), len(c.Args), e.Args)
+	}
+}
+
+// TestPerfettoArgNames renders calls whose arguments are named like the
+// keys trawl adds to a slice's args (the kernel has functions with an int
+// cpu or an unsigned long flags) and checks that no key is written twice
+// and that every value survives.
+func TestPerfettoArgNames(t *testing.T) {
+	calls := []Call{{
+		TS: 1000, Duration: 500, CPU: 3, PID: 10, TID: 11, Comm: "t", Func: "f", Flags: Missed,
+		Args: []decode.Value{
+			{Kind: decode.KindInt, Name: "cpu", Bits: 7},
+			{Kind: decode.KindEnum, Name: "flags", Str: "GFP_KERNEL", Bits: 0xcc0},
+			{Kind: decode.KindInt, Name: "ret", Bits: 42},
+			{Kind: decode.KindString, Name: "errno", Str: "not a name"},
+			{Kind: decode.KindUint, Name: "args", Bits: 9},
+		},
+		Ret: decode.Value{Kind: decode.KindErrno, Str: "ENOENT", Bits: uint64(1<<64 - 2)},
+	}, {
+		TS: 2000, CPU: 5, PID: 10, TID: 11, Comm: "t", Func: "g", Flags: EntryOnly,
+		Args: []decode.Value{
+			{Kind: decode.KindInt, Name: "cpu", Bits: 1},
+			{Kind: decode.KindUint, Name: "flags", Bits: 2},
+		},
+	}}
+	want := []string{
+		`{"args":{"args":9,"cpu":7,"errno":"not a name","flags":"GFP_KERNEL","ret":42},"cpu":3,"errno":"ENOENT","flags":["missed"],"ret":-2}`,
+		`{"args":{"cpu":1,"flags":2},"cpu":5,"flags":["entry_only"]}`,
+	}
+	var out bytes.Buffer
+	render(t, NewPerfetto(&out), calls)
+	var file struct{ TraceEvents []traceEvent }
+	if err := json.Unmarshal(out.Bytes(), &file); err != nil {
+		t.Fatalf("not valid JSON: %v\n%s", err, out.Bytes())
+	}
+	var got []json.RawMessage
+	for _, e := range file.TraceEvents {
+		if e.Ph == "M" {
+			continue
+		}
+		if dups := duplicateKeys(e.Args); len(dups) > 0 {
+			t.Errorf("%s: args has keys %q twice: one value hides the other: %s", e.Name, dups, e.Args)
+		}
+		got = append(got, e.Args)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d events for %d calls:\n%s", len(got), len(want), out.Bytes())
+	}
+	for i := range want {
+		// Unmarshal keeps one value of a duplicate key; marshalling the map
+		// again sorts the keys.
+		var m map[string]any
+		if err := json.Unmarshal(got[i], &m); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(m)
+		if string(b) != want[i] {
+			t.Errorf("call %s: args %s\nwant %s", calls[i].Func, got[i], want[i])
+		}
+	}
+}
+
+// duplicateKeys returns the keys that an object in the JSON value v, at any
+// depth, has more than once.
+func duplicateKeys(v json.RawMessage) []string {
+	var dups []string
+	var walk func(d *json.Decoder) error
+	walk = func(d *json.Decoder) error {
+		t, err := d.Token()
+		if err != nil {
+			return err
+		}
+		switch t {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for d.More() {
+				k, err := d.Token()
+				if err != nil {
+					return err
+				}
+				if seen[k.(string)] {
+					dups = append(dups, k.(string))
+				}
+				seen[k.(string)] = true
+				if err := walk(d); err != nil {
+					return err
+				}
+			}
+			_, err = d.Token()
+		case json.Delim('['):
+			for d.More() {
+				if err := walk(d); err != nil {
+					return err
+				}
+			}
+			_, err = d.Token()
+		}
+		return err
+	}
+	if err := walk(json.NewDecoder(bytes.NewReader(v))); err != nil {
+		return append(dups, "(invalid: "+err.Error()+")")
+	}
+	return dups
 }
 
 func compareFloat(a, b float64) int {
