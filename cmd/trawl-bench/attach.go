@@ -91,8 +91,8 @@ func patternFor(names []string) string {
 type attachResult struct {
 	selected, attached int
 	sel, open, close   time.Duration
-	// skipped are the selected functions left out, whatever the reason.
-	skipped []string
+	// skipped are the selected functions left out, by reason.
+	skipped map[string][]string
 }
 
 // predictor tells, from the sizes measured so far, how long opening a
@@ -136,10 +136,7 @@ func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns [
 	}
 	r.open = time.Since(start)
 	st, err := s.Stats()
-	r.attached = st.Attached
-	for _, fns := range st.Skipped {
-		r.skipped = append(r.skipped, fns...)
-	}
+	r.attached, r.skipped = st.Attached, st.Skipped
 	start = time.Now()
 	if cerr := s.Close(); err == nil {
 		err = cerr

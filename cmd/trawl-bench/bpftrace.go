@@ -85,6 +85,8 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, names []str
 	// bpftrace variants.
 	preds := make([]predictor, 1+len(bpftraceVariants))
 	failed := make([]string, len(preds))
+	// notes say which functions trawl left out, and why.
+	var notes []string
 	for _, n := range sizes {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -113,7 +115,12 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, names []str
 		trawlRun := run(0, "trawl fentry", func() (attachResult, error) {
 			return attachOnce(ctx, cat, trawl.BackendFentry, []string{patternFor(set)})
 		})
-		attached := slices.DeleteFunc(slices.Clone(set), func(fn string) bool { return slices.Contains(trawlRun.r.skipped, fn) })
+		var skipped []string
+		for reason, fns := range trawlRun.r.skipped {
+			skipped = append(skipped, fns...)
+			notes = append(notes, fmt.Sprintf("N=%s: trawl left out %s: %s.", label, strings.Join(fns, ", "), reason))
+		}
+		attached := slices.DeleteFunc(slices.Clone(set), func(fn string) bool { return slices.Contains(skipped, fn) })
 		row := fmt.Sprintf("| %s | %d | %s", label, len(attached), cells(trawlRun, 0))
 		for i, v := range bpftraceVariants {
 			m := run(i+1, v.name, func() (attachResult, error) { return bpftraceOnce(ctx, cmd, v.providers, attached) })
@@ -122,6 +129,10 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, names []str
 		fmt.Println(row + " |")
 	}
 	fmt.Println()
+	if len(notes) > 0 {
+		slices.Sort(notes)
+		fmt.Printf("%s\n\n", strings.Join(notes, " "))
+	}
 	return nil
 }
 
