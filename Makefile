@@ -64,15 +64,21 @@ bpf-check: bpf
 	@git diff --exit-code --stat internal/bpf || { echo "internal/bpf: committed BPF objects are stale: run make bpf and commit"; exit 1; }
 
 # bench runs cmd/trawl-bench in each guest named by KERNEL, one after the
-# other, with Debian's bpftrace shared into each guest for comparison:
-# attach times and per-call cost, as Markdown tables on stdout
-# (docs/benchmarks.md holds measured ones). BENCH_ARGS passes flags, e.g.
-# BENCH_ARGS='-skip-attach -rounds 9'.
+# other, and prints Markdown tables (docs/benchmarks.md holds measured
+# ones). BENCH_PARTS picks the parts: calls, the per-call cost, in a guest
+# whose clock counts emulated instructions (vmrun -icount), so that it does
+# not drift with host load; attach, the attach times, in an ordinary guest
+# with Debian's bpftrace shared in for comparison. BENCH_ARGS passes
+# flags, e.g. BENCH_ARGS='-rounds 9'.
 .PHONY: bench
+BENCH_PARTS ?= calls attach
 BENCH_ARGS ?=
 bench: tools fetch bin/trawl-bench-amd64 bin/trawl-bench-arm64
-	@failed=; for k in $(KERNEL); do \
-		bin/vmrun -kernel $$k -bpftrace bin/trawl-bench-$${k%%-*} $(BENCH_ARGS) || failed="$$failed $$k"; \
+	@failed=; for k in $(KERNEL); do b=bin/trawl-bench-$${k%%-*}; \
+		case " $(BENCH_PARTS) " in *" calls "*) \
+			bin/vmrun -icount -kernel $$k $$b -skip-attach $(BENCH_ARGS) || failed="$$failed $$k(calls)";; esac; \
+		case " $(BENCH_PARTS) " in *" attach "*) \
+			bin/vmrun -kernel $$k -bpftrace $$b -skip-calls $(BENCH_ARGS) || failed="$$failed $$k(attach)";; esac; \
 	done; test -z "$$failed" || { echo "bench failed on:$$failed"; exit 1; }
 
 bin/trawl-bench-%: FORCE

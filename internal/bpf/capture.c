@@ -4,10 +4,16 @@
 /* trawl's generic capture program. One program serves every traced
  * function: the function's plan, found through the attach cookie, says
  * which argument slots to read and which pointers to follow. Entries push a
- * call on the task's shadow stack (task storage, freed with the task) and
- * fill its frame (in the frames map, by task and depth); the exit pops it
- * and sends one record for the whole call. Use frame_of() to reach the
- * frame of a depth: it checks the frame still belongs to that call. */
+ * call on the task's shadow stack (task storage, freed with the task); the
+ * exit pops it and sends one record for the whole call.
+ *
+ * Most calls take the short way: a call with scalar arguments only is
+ * written straight into the ring buffer at exit, from its shadow entry and
+ * the trampoline's saved arguments (or the slots a kprobe saved). A call
+ * that copies memory, or that a --filter expression reads, also fills a
+ * frame (in the frames map, by task and depth) at entry, and its exit
+ * sends that frame. Use frame_of() to reach the frame of a depth: it
+ * checks the frame still belongs to that call. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "capture.h"
@@ -105,20 +111,20 @@ static __always_inline struct scratch *get_scratch(void)
 	return bpf_map_lookup_elem(&scratches, &zero);
 }
 
-/* Filters. Every backend gets them through four shared helpers, so a new
+/* Filters. Every backend gets them through shared helpers, so a new
  * program needs no filter code of its own if it keeps this shape:
  *
- *   entry: p = plan_of(); f = push(...)   -> wanted(): pid, comm, cgroup
- *          fill f->rec.slots[0..nr_slots)
- *          capture(f, p)                  -> entry_passes(): --filter on args
- *   exit:  f = pop(func) or the session's frame; emit(f, ret)
+ *   entry: c = push(...)                  -> wanted(): pid, comm, cgroup
+ *          kprobes: fill c->slots
+ *          enter(ctx, c, ...)             -> capture(): copies memory and
+ *                                            runs --filter on arguments
+ *   exit:  finish_exit() or, for sessions, finish() with the cookie's call
  *                                         -> exit_passes(): --min-duration,
- *                                            --errors, --filter using ret
- *          no frame: exit_only(func, ret)
+ *                                            --errors; emit(): --filter
+ *                                            using ret
  *
- * A call the entry filter refuses keeps its frame, flagged REC_DROP, so
- * that its exit still pops it and then drops it; capture() returns 0 for
- * it (a session program may then pop the frame itself and skip its exit).
+ * A call the entry filter refuses stays on the shadow stack, flagged
+ * CALL_DROP, so that its exit still pops it and then drops it.
  *
  * --filter expressions are compiled per function by internal/filter into
  * the body of trawl_filter, which the loader splices into each program
@@ -138,10 +144,16 @@ __noinline int trawl_filter(struct record *r)
 	return r != 0;
 }
 
-static __always_inline int wanted(__u32 tgid)
+/* wanted runs the task filters: pid, cgroup and comm. */
+static __always_inline int wanted(void)
 {
-	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
-		return 0;
+	__u32 tgid;
+
+	if (filter_pids) {
+		tgid = bpf_get_current_pid_tgid() >> 32;
+		if (!bpf_map_lookup_elem(&pids, &tgid))
+			return 0;
+	}
 	if (filter_cgroup && bpf_get_current_cgroup_id() != filter_cgroup)
 		return 0;
 	if (filter_comm[0]) {
@@ -190,7 +202,6 @@ static __always_inline int entry_passes(struct frame *f)
 {
 	if (filter_at != FILTER_AT_ENTRY || trawl_filter(&f->rec))
 		return 1;
-	f->rec.flags |= REC_DROP;
 	count(CNT_FILTERED_EXPR);
 	return 0;
 }
@@ -235,49 +246,23 @@ static __always_inline __u32 slot_of(__u32 d)
 	return d & (MAX_DEPTH - 1);
 }
 
-/* frame_of returns the frame of the call at depth d of the current task,
- * or 0 when the frames map lost it (evicted, or reused by a later call). */
-static __always_inline struct frame *frame_of(struct shadow *s, __u32 d)
+/* framed says whether a call of plan p needs a frame: to copy memory, or
+ * to give a --filter expression a record to read. */
+static __always_inline int framed(const struct plan *p)
 {
-	struct frame_key key = {.tid = bpf_get_current_pid_tgid(), .depth = d};
-	struct frame *f;
-
-	if (d >= MAX_DEPTH)
-		return 0;
-	f = bpf_map_lookup_elem(&frames, &key);
-	if (!f || f->rec.entry_ts != s->stamps[slot_of(d)]) {
-		count(CNT_MISS_STORAGE);
-		return 0;
-	}
-	return f;
+	return p->nr_caps || filter_at;
 }
 
-/* new_frame returns the frame to fill for depth d, making it from the
- * per-CPU scratch frame the first time the task reaches that depth. */
-static __always_inline struct frame *new_frame(__u32 tid, __u32 d)
+/* push starts a call on the task's shadow stack and returns it, with its
+ * depth in *dp, or 0 when the call is not traced (filtered, no storage or
+ * too deep). *sp is set once the shadow's depth counts the call. */
+static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 func)
 {
-	struct frame_key key = {.tid = tid, .depth = d};
-	struct frame *f = bpf_map_lookup_elem(&frames, &key);
-	struct scratch *sc;
-
-	if (f)
-		return f;
-	sc = get_scratch();
-	if (!sc)
-		return 0;
-	bpf_map_update_elem(&frames, &key, &sc->frame, BPF_ANY);
-	return bpf_map_lookup_elem(&frames, &key);
-}
-
-/* push starts a frame for a call; its slots are filled by the caller. */
-static __always_inline struct frame *push(struct shadow **sp, __u32 func, const struct plan *p)
-{
-	__u64 id = bpf_get_current_pid_tgid();
 	struct shadow *s;
-	struct frame *f;
+	struct call *c;
 	__u32 d;
 
-	if (!wanted(id >> 32)) {
+	if (!wanted()) {
 		count(CNT_FILTERED);
 		return 0;
 	}
@@ -292,29 +277,62 @@ static __always_inline struct frame *push(struct shadow **sp, __u32 func, const 
 		count(CNT_MISS_DEPTH);
 		return 0;
 	}
-	s->funcs[slot_of(d)] = func;
-	s->stamps[slot_of(d)] = 0;
-	f = new_frame(id, d);
+	*dp = d;
+	c = &s->calls[slot_of(d)];
+	c->func = func;
+	c->flags = 0;
+	c->entry_ts = bpf_ktime_get_ns();
+	return c;
+}
+
+/* new_frame returns the frame of call c at depth d, to fill with its
+ * slots and captures: the frames map's entry for the task and depth,
+ * made from the per-CPU scratch frame the first time the task gets there.
+ * Without one, the call is sent without its captures, flagged truncated. */
+static __always_inline struct frame *new_frame(struct call *c, __u32 d)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct frame_key key = {.tid = id, .depth = d};
+	struct frame *f = bpf_map_lookup_elem(&frames, &key);
+	struct scratch *sc;
+
+	if (!f && (sc = get_scratch())) {
+		bpf_map_update_elem(&frames, &key, &sc->frame, BPF_ANY);
+		f = bpf_map_lookup_elem(&frames, &key);
+	}
 	if (!f) {
 		count(CNT_MISS_STORAGE);
 		return 0;
 	}
-	f->rec.entry_ts = bpf_ktime_get_ns();
-	s->stamps[slot_of(d)] = f->rec.entry_ts;
-	f->rec.func = func;
+	c->flags = CALL_FRAMED;
+	f->rec.entry_ts = c->entry_ts;
+	f->rec.func = c->func;
 	f->rec.tgid = id >> 32;
 	f->rec.pid = id;
 	f->rec.flags = REC_ENTRY;
 	f->rec.depth = d;
 	f->rec.cap_failed = 0;
-	bpf_get_current_comm(f->rec.comm, sizeof(f->rec.comm));
 	return f;
 }
 
-/* pop finds the frame of the call that returns: the innermost call of
- * func. Calls above it are calls whose exit was missed. Without one, the
- * entry was missed (or filtered): the exit is sent only when unfiltered. */
-static __always_inline struct frame *pop(__u32 func)
+/* frame_of returns the frame of call c at depth d, or 0 when the frames
+ * map lost it (evicted, or reused by a later call). */
+static __always_inline struct frame *frame_of(struct call *c, __u32 d)
+{
+	struct frame_key key = {.tid = bpf_get_current_pid_tgid(), .depth = d};
+	struct frame *f = bpf_map_lookup_elem(&frames, &key);
+
+	if (!f || f->rec.entry_ts != c->entry_ts) {
+		count(CNT_MISS_STORAGE);
+		return 0;
+	}
+	return f;
+}
+
+/* pop finds the call that returns, the innermost call of func, and
+ * returns it with its depth in *dp. Calls above it are calls whose exit
+ * was missed. Without one, the entry was missed or not traced. */
+static __always_inline struct call *pop(__u32 func, __u32 *dp)
 {
 	struct shadow *s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
 	__u32 d;
@@ -323,7 +341,7 @@ static __always_inline struct frame *pop(__u32 func)
 		return 0;
 	d = s->depth;
 	if (d > MAX_DEPTH) {
-		/* This call or an inner one had no frame. */
+		/* This call or an inner one was too deep. */
 		s->depth--;
 		return 0;
 	}
@@ -331,11 +349,12 @@ static __always_inline struct frame *pop(__u32 func)
 		if (d == 0)
 			break;
 		d--;
-		if (s->funcs[slot_of(d)] == func) {
+		if (s->calls[slot_of(d)].func == func) {
 			if (s->depth - d > 1)
 				count(CNT_MISS_EXIT);
 			s->depth = d;
-			return frame_of(s, d);
+			*dp = d;
+			return &s->calls[slot_of(d)];
 		}
 	}
 	return 0;
@@ -343,14 +362,11 @@ static __always_inline struct frame *pop(__u32 func)
 
 #define MAX_ERRNO 4095
 
-/* is_error says whether func returned an error, by its plan's err_kind. */
-static __always_inline int is_error(__u32 func, __u64 ret)
+/* is_error says whether a function of plan p returned an error. */
+static __always_inline int is_error(const struct plan *p, __u64 ret)
 {
-	const struct plan *p = bpf_map_lookup_elem(&plans, &func);
 	__s64 v = ret;
 
-	if (!p)
-		return 0;
 	if (p->err_kind == ERR_PTR)
 		return ret == 0 || ret >= (__u64)-MAX_ERRNO;
 	if (p->err_kind != ERR_NEG)
@@ -364,32 +380,28 @@ static __always_inline int is_error(__u32 func, __u64 ret)
 	return v < 0 && v >= -MAX_ERRNO;
 }
 
-/* exit_passes runs the exit filters on a call whose ret and exit_ts are
- * set. A call without its entry passes only filters that need no entry. */
-static __always_inline int exit_passes(struct frame *f)
+/* exit_passes runs --min-duration and --errors on a call that took dur
+ * ns (0: its entry was missed) and returned ret. */
+static __always_inline int exit_passes(__u32 func, __u64 dur, __u64 ret)
 {
-	int entry = f->rec.flags & REC_ENTRY;
+	const struct plan *p;
 
-	if (f->rec.flags & REC_DROP)
-		return 0; /* counted at entry */
-	if (min_duration && (!entry || f->rec.exit_ts - f->rec.entry_ts < min_duration)) {
+	if (min_duration && dur < min_duration) {
 		count(CNT_FILTERED_EXIT);
 		return 0;
 	}
-	if (filter_errors && !is_error(f->rec.func, f->rec.ret)) {
+	if (filter_errors && (!(p = bpf_map_lookup_elem(&plans, &func)) || !is_error(p, ret))) {
 		count(CNT_FILTERED_EXIT);
-		return 0;
-	}
-	if (filter_at && (!entry || (filter_at == FILTER_AT_EXIT && !trawl_filter(&f->rec)))) {
-		count(CNT_FILTERED_EXPR);
 		return 0;
 	}
 	return 1;
 }
 
-/* emit sends a call that passes the exit filters. */
+/* emit sends a call from its frame, or an exit without its entry from the
+ * scratch frame, if it passes the exit filters. */
 static __always_inline void emit(struct frame *f, __u64 ret)
 {
+	int entry = f->rec.flags & REC_ENTRY;
 	__u32 len = f->rec.data_len;
 
 	f->rec.exit_ts = bpf_ktime_get_ns();
@@ -397,21 +409,76 @@ static __always_inline void emit(struct frame *f, __u64 ret)
 	f->rec.flags |= REC_EXIT;
 	f->rec.cpu = bpf_get_smp_processor_id();
 	count(CNT_CALLS);
-	if (!exit_passes(f))
+	if (!exit_passes(f->rec.func, entry ? f->rec.exit_ts - f->rec.entry_ts : 0, ret))
 		return;
+	if (filter_at && (!entry || (filter_at == FILTER_AT_EXIT && !trawl_filter(&f->rec)))) {
+		count(CNT_FILTERED_EXPR);
+		return;
+	}
+	bpf_get_current_comm(f->rec.comm, sizeof(f->rec.comm));
 	if (len > MAX_DATA)
 		len = MAX_DATA;
 	if (bpf_ringbuf_output(&events, f, sizeof(f->rec) + len, 0))
 		count(CNT_DROPS);
 }
 
-/* exit_only sends an exit whose entry frame is missing. */
+/* send sends call c at depth d straight into the ring buffer, with its
+ * slots from the trampoline's ctx, or from c for kprobes. A framed call
+ * whose frame was lost goes this way too, without its captures. */
+static __always_inline void send(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe)
+{
+	__u64 now = bpf_ktime_get_ns(), id = bpf_get_current_pid_tgid();
+	const struct plan *p = bpf_map_lookup_elem(&plans, &c->func);
+	struct record *r;
+
+	count(CNT_CALLS);
+	if (!p || !exit_passes(c->func, now - c->entry_ts, ret))
+		return;
+	if (filter_at) {
+		/* A filter expression with no frame to read. */
+		count(CNT_FILTERED_EXPR);
+		return;
+	}
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count(CNT_DROPS);
+		return;
+	}
+	r->entry_ts = c->entry_ts;
+	r->exit_ts = now;
+	r->ret = ret;
+	for (int i = 0; i < MAX_SLOTS; i++) {
+		__u64 v = 0;
+
+		if (i >= p->nr_slots)
+			break;
+		if (kprobe)
+			v = c->slots[i];
+		else
+			bpf_get_func_arg(ctx, i, &v);
+		r->slots[i] = v;
+	}
+	r->func = c->func;
+	r->tgid = id >> 32;
+	r->pid = id;
+	r->cpu = bpf_get_smp_processor_id();
+	r->flags = REC_ENTRY | REC_EXIT | (c->flags & CALL_FRAMED ? REC_TRUNCATED : 0);
+	r->depth = d;
+	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	__builtin_memset(r->cap_len, 0, sizeof(r->cap_len));
+	r->cap_failed = 0;
+	r->data_len = 0;
+	r->pad = 0;
+	bpf_ringbuf_submit(r, 0);
+}
+
+/* exit_only sends an exit whose entry was missed. */
 static __always_inline void exit_only(__u32 func, __u64 ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct scratch *s;
 
-	if (!wanted(id >> 32))
+	if (!wanted())
 		return;
 	if (!armed)
 		return;
@@ -423,8 +490,33 @@ static __always_inline void exit_only(__u32 func, __u64 ret)
 	s->frame.rec.func = func;
 	s->frame.rec.tgid = id >> 32;
 	s->frame.rec.pid = id;
-	bpf_get_current_comm(s->frame.rec.comm, sizeof(s->frame.rec.comm));
 	emit(&s->frame, ret);
+}
+
+/* finish sends call c at depth d, which returned ret. */
+static __always_inline void finish(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe)
+{
+	struct frame *f;
+
+	if (c->flags & CALL_DROP)
+		return; /* counted at entry */
+	if (c->flags & CALL_FRAMED && (f = frame_of(c, d)))
+		emit(f, ret);
+	else
+		send(ctx, c, d, ret, kprobe);
+}
+
+/* finish_exit sends the call of func that returns, or an exit without its
+ * entry. */
+static __always_inline void finish_exit(void *ctx, __u32 func, __u64 ret, int kprobe)
+{
+	__u32 d = 0;
+	struct call *c = pop(func, &d);
+
+	if (c)
+		finish(ctx, c, d, ret, kprobe);
+	else
+		exit_only(func, ret);
 }
 
 static __always_inline const struct plan *plan_of(void *ctx, __u32 *func)
@@ -434,25 +526,29 @@ static __always_inline const struct plan *plan_of(void *ctx, __u32 *func)
 }
 
 /* trampoline_slots reads the argument slots a trampoline saved (5.17). */
-static __always_inline void trampoline_slots(void *ctx, struct frame *f, const struct plan *p)
+static __always_inline void trampoline_slots(void *ctx, __u64 *slots, const struct plan *p)
 {
 	for (int i = 0; i < MAX_SLOTS; i++) {
 		if (i >= p->nr_slots)
 			break;
-		bpf_get_func_arg(ctx, i, &f->rec.slots[i]);
+		bpf_get_func_arg(ctx, i, &slots[i]);
 	}
 }
 
-/* finish sends the call that returns: with its entry frame, or flagged
- * as an exit without one. */
-static __always_inline void finish(__u32 func, __u64 ret)
+/* enter fills a framed call's frame with its slots and captures: from
+ * the trampoline's ctx, or from c for kprobes. */
+static __always_inline void enter(void *ctx, struct call *c, __u32 d, const struct plan *p, int kprobe)
 {
-	struct frame *f = pop(func);
+	struct frame *f;
 
-	if (f)
-		emit(f, ret);
+	if (!framed(p) || !(f = new_frame(c, d)))
+		return;
+	if (kprobe)
+		__builtin_memcpy(f->rec.slots, c->slots, sizeof(c->slots));
 	else
-		exit_only(func, ret);
+		trampoline_slots(ctx, f->rec.slots, p);
+	if (!capture(f, p))
+		c->flags |= CALL_DROP;
 }
 
 SEC("fentry/trawl_placeholder")
@@ -460,14 +556,12 @@ int fentry_capture(void *ctx)
 {
 	struct shadow *s;
 	const struct plan *p;
-	struct frame *f;
-	__u32 func;
+	struct call *c;
+	__u32 func, d;
 
 	p = plan_of(ctx, &func);
-	if (!p || !(f = push(&s, func, p)))
-		return 0;
-	trampoline_slots(ctx, f, p);
-	capture(f, p);
+	if (p && (c = push(&s, &d, func)))
+		enter(ctx, c, d, p, 0);
 	return 0;
 }
 
@@ -475,10 +569,9 @@ SEC("fexit/trawl_placeholder")
 int fexit_capture(void *ctx)
 {
 	__u64 ret = 0;
-	__u32 func = bpf_get_attach_cookie(ctx);
 
 	bpf_get_func_ret(ctx, &ret);
-	finish(func, ret);
+	finish_exit(ctx, bpf_get_attach_cookie(ctx), ret, 0);
 	return 0;
 }
 
@@ -495,7 +588,7 @@ static __always_inline int copy_regs(struct scratch *sc, void *ctx)
 
 /* kprobe_slots reads the argument slots from the copy of pt_regs, or from
  * the stack for arguments the ABI puts there. */
-static __always_inline void kprobe_slots(struct frame *f, const struct plan *p, struct scratch *sc)
+static __always_inline void kprobe_slots(__u64 *slots, const struct plan *p, struct scratch *sc)
 {
 	for (int i = 0; i < MAX_SLOTS; i++) {
 		if (i >= p->nr_slots)
@@ -503,9 +596,9 @@ static __always_inline void kprobe_slots(struct frame *f, const struct plan *p, 
 		__u16 src = p->src[i];
 		if (src & SRC_STACK) {
 			__u64 sp = reg(sc, regs_sp);
-			bpf_probe_read_kernel(&f->rec.slots[i], 8, (void *)(sp + (src & ~SRC_STACK)));
+			bpf_probe_read_kernel(&slots[i], 8, (void *)(sp + (src & ~SRC_STACK)));
 		} else {
-			f->rec.slots[i] = reg(sc, src);
+			slots[i] = reg(sc, src);
 		}
 	}
 }
@@ -516,16 +609,16 @@ int kprobe_capture(void *ctx)
 	struct shadow *s;
 	const struct plan *p;
 	struct scratch *sc;
-	struct frame *f;
-	__u32 func;
+	struct call *c;
+	__u32 func, d;
 
 	p = plan_of(ctx, &func);
 	if (!p || !(sc = get_scratch()) || copy_regs(sc, ctx))
 		return 0;
-	if (!(f = push(&s, func, p)))
+	if (!(c = push(&s, &d, func)))
 		return 0;
-	kprobe_slots(f, p, sc);
-	capture(f, p);
+	kprobe_slots(c->slots, p, sc);
+	enter(ctx, c, d, p, 1);
 	return 0;
 }
 
@@ -533,13 +626,10 @@ SEC("kretprobe.multi")
 int kretprobe_capture(void *ctx)
 {
 	struct scratch *sc = get_scratch();
-	__u32 func = bpf_get_attach_cookie(ctx);
-	__u64 ret;
 
 	if (!sc || copy_regs(sc, ctx))
 		return 0;
-	ret = reg(sc, regs_ret);
-	finish(func, ret);
+	finish_exit(ctx, bpf_get_attach_cookie(ctx), reg(sc, regs_ret), 1);
 	return 0;
 }
 
@@ -559,8 +649,8 @@ int follow_fork(__u64 *ctx)
 /* Session programs run once at entry and once at exit of each call, and
  * the two runs share an 8-byte cookie per call: kprobe.session (6.10) and
  * fsession (7.0; fsession.multi on the tracing_multi link, 7.2 x86-64).
- * Captured data still lives on the task's shadow stack, a frame being too
- * big for the cookie; the cookie pairs entry and exit exactly: the entry
+ * Calls still live on the task's shadow stack, a call being too big for
+ * the cookie; the cookie pairs entry and exit exactly: the entry
  * stores its depth + 1 there, and the exit pops to that depth, with no
  * search and no exit without its entry. An entry that keeps nothing leaves
  * the cookie 0; a kprobe.session entry also returns 1, and the kernel then
@@ -572,34 +662,33 @@ int follow_fork(__u64 *ctx)
 extern _Bool bpf_session_is_return(void *ctx) __ksym;
 extern __u64 *bpf_session_cookie(void *ctx) __ksym;
 
-/* session_entry pushes a frame for func and notes its depth in the
- * session cookie. It returns the frame to fill, or 0 with *skip set when
- * the exit run is not needed. */
-static __always_inline struct frame *session_entry(void *ctx, __u32 func, const struct plan *p, int *skip)
+/* session_entry pushes a call for func and notes its depth in the
+ * session cookie. It returns the call, with its depth in *dp, or 0 with
+ * *skip set when the exit run is not needed. */
+static __always_inline struct call *session_entry(void *ctx, __u32 func, __u32 *dp, int *skip)
 {
 	__u64 *cookie = bpf_session_cookie(ctx);
 	struct shadow *s = 0;
-	struct frame *f;
+	struct call *c;
 
 	*skip = 1;
 	if (!cookie)
 		return 0;
 	*cookie = 0;
-	f = push(&s, func, p);
+	c = push(&s, dp, func);
 	if (!s)
 		return 0; /* filtered, or no task storage: nothing to pop */
 	*cookie = s->depth; /* depth + 1 of this call */
 	*skip = 0;
-	return f;
+	return c;
 }
 
-/* session_exit pops the call's frame, and frames above it whose exit was
- * missed, and sends the call. */
-static __always_inline void session_exit(void *ctx, __u64 ret)
+/* session_exit pops the call, and calls above it whose exit was missed,
+ * and sends it. */
+static __always_inline void session_exit(void *ctx, __u64 ret, int kprobe)
 {
 	__u64 *cookie = bpf_session_cookie(ctx);
 	struct shadow *s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
-	struct frame *f;
 	__u32 d;
 
 	if (!cookie || !*cookie || !s)
@@ -608,9 +697,8 @@ static __always_inline void session_exit(void *ctx, __u64 ret)
 	if (s->depth > d + 1)
 		count(CNT_MISS_EXIT);
 	s->depth = d;
-	f = frame_of(s, d);
-	if (f)
-		emit(f, ret);
+	if (d < MAX_DEPTH)
+		finish(ctx, &s->calls[slot_of(d)], d, ret, kprobe);
 }
 
 /* Loaded through internal/kernel/rawbpf as fsession (7.0) or
@@ -619,21 +707,19 @@ SEC("fsession/trawl_placeholder")
 int fsession_capture(void *ctx)
 {
 	const struct plan *p;
-	struct frame *f;
+	struct call *c;
 	__u64 ret = 0;
-	__u32 func;
+	__u32 func, d;
 	int skip;
 
 	if (bpf_session_is_return(ctx)) {
 		bpf_get_func_ret(ctx, &ret);
-		session_exit(ctx, ret);
+		session_exit(ctx, ret, 0);
 		return 0;
 	}
 	p = plan_of(ctx, &func);
-	if (!p || !(f = session_entry(ctx, func, p, &skip)))
-		return 0;
-	trampoline_slots(ctx, f, p);
-	capture(f, p);
+	if (p && (c = session_entry(ctx, func, &d, &skip)))
+		enter(ctx, c, d, p, 0);
 	return 0;
 }
 
@@ -642,23 +728,23 @@ int kprobe_session_capture(void *ctx)
 {
 	const struct plan *p;
 	struct scratch *sc;
-	struct frame *f;
-	__u32 func;
+	struct call *c;
+	__u32 func, d;
 	int skip;
 
 	sc = get_scratch();
 	if (bpf_session_is_return(ctx)) {
-		/* Pop the frame even when the registers cannot be read. */
-		session_exit(ctx, sc && !copy_regs(sc, ctx) ? reg(sc, regs_ret) : 0);
+		/* Pop the call even when the registers cannot be read. */
+		session_exit(ctx, sc && !copy_regs(sc, ctx) ? reg(sc, regs_ret) : 0, 1);
 		return 0;
 	}
 	p = plan_of(ctx, &func);
 	if (!p || !sc || copy_regs(sc, ctx))
 		return 1;
-	f = session_entry(ctx, func, p, &skip);
-	if (!f)
+	c = session_entry(ctx, func, &d, &skip);
+	if (!c)
 		return skip;
-	kprobe_slots(f, p, sc);
-	capture(f, p);
+	kprobe_slots(c->slots, p, sc);
+	enter(ctx, c, d, p, 1);
 	return 0;
 }

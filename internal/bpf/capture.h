@@ -47,7 +47,6 @@ struct plan {
 #define REC_ENTRY 1     /* entry seen: slots and data are valid */
 #define REC_EXIT 2      /* exit seen: ret and exit_ts are valid */
 #define REC_TRUNCATED 4 /* the data budget ran out */
-#define REC_DROP 8      /* the entry filter refused the call: never sent */
 
 /* record is one call as it goes to user space: its header, then data_len
  * bytes of captured memory, cap_len[i] bytes for capture i in order. */
@@ -81,17 +80,35 @@ struct frame {
 _Static_assert(sizeof(struct frame) == FRAME_SIZE, "frame size");
 _Static_assert(FRAME_SIZE - sizeof(struct record) >= MAX_DATA + MAX_CAP, "frame data");
 
-/* shadow is a task's stack of calls in flight: per depth, the function
- * and the entry time that stamps its frame. depth counts calls even past
- * MAX_DEPTH, so exits stay matched when frames overflow. It is small on
- * purpose: task storage of more than a few KB cannot be allocated on 7.x
- * kernels, so the frames themselves live in the frames map. */
+/* call is one call in flight: its function, entry time and, for the
+ * kprobe backends (whose registers are gone at exit), its argument slots.
+ * Trampolines keep the arguments for the exit, so their calls leave
+ * slots unset. */
+struct call {
+	__u64 entry_ts;
+	__u32 func;
+	__u32 flags; /* CALL_* */
+	__u64 slots[MAX_SLOTS];
+};
+
+/* Flags of a call. */
+#define CALL_FRAMED 1 /* its frame in the frames map holds captures */
+#define CALL_DROP 2   /* the entry filter refused it: pop, never send */
+
+/* shadow is a task's stack of calls in flight. depth counts calls even
+ * past MAX_DEPTH, so exits stay matched when the stack overflows. A call
+ * that only has scalar arguments lives here alone, and its exit sends it
+ * straight from here; a call that copies memory or runs a --filter
+ * expression also has a frame in the frames map. The shadow stays small
+ * on purpose: task storage of more than a few KB cannot be allocated on
+ * 7.x kernels. */
 struct shadow {
 	__u32 depth;
 	__u32 pad;
-	__u32 funcs[MAX_DEPTH];
-	__u64 stamps[MAX_DEPTH];
+	struct call calls[MAX_DEPTH];
 };
+
+_Static_assert(sizeof(struct shadow) <= 2048, "shadow size");
 
 /* frame_key finds a frame in the frames map: the task and the depth. */
 struct frame_key {

@@ -66,11 +66,16 @@ type CaptureScratch struct {
 }
 
 type CaptureShadow struct {
-	_      structs.HostLayout
-	Depth  uint32
-	Pad    uint32
-	Funcs  [16]uint32
-	Stamps [16]uint64
+	_     structs.HostLayout
+	Depth uint32
+	Pad   uint32
+	Calls [16]struct {
+		_       structs.HostLayout
+		EntryTs uint64
+		Func    uint32
+		Flags   uint32
+		Slots   [12]uint64
+	}
 }
 
 // Names of all BPF objects in the ELF.

@@ -49,6 +49,11 @@ type Options struct {
 	// ReadOnly are further host directories the guest mounts read-only at
 	// the same paths.
 	ReadOnly []string
+	// ICount runs the guest's clock by emulated instructions (QEMU's
+	// -icount shift=0: one ns per instruction), so that times measured in
+	// the guest count instructions and do not drift with host load. For
+	// benchmarks; it needs single-threaded TCG.
+	ICount bool
 	// Timeout bounds the whole run.
 	Timeout time.Duration
 	// Memory in MiB and the number of CPUs of the guest.
@@ -221,6 +226,10 @@ func qemuArgs(o Options, image, initrd, console, status string) []string {
 		// running the patched-away breakpoint.
 		args = []string{"-M", "pc", "-cpu", "max", "-accel", "tcg,thread=single"}
 		cmdline += "console=ttyS0"
+	}
+	if o.ICount {
+		args[len(args)-1] = "tcg,thread=single"
+		args = append(args, "-icount", "shift=0")
 	}
 	args = append(args,
 		"-m", strconv.Itoa(o.Memory), "-smp", strconv.Itoa(o.CPUs),

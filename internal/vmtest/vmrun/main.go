@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	initDir := fs.String("init-dir", exeDir(), "`dir`ectory holding guestinit-amd64 and guestinit-arm64")
 	fetch := fs.Bool("fetch", false, "only download the kernels named by -kernel (a comma list or \"all\")")
 	verbose := fs.Bool("v", false, "always print the guest console")
+	icount := fs.Bool("icount", false, "run the guest clock by emulated instructions, so that benchmarks do not drift with host load")
 	bpftrace := fs.Bool("bpftrace", false, "share Debian's bpftrace for the guest's arch (fetched on first use) with the guest, read-only; $"+guest.BpftraceEnv+" names its directory there")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: vmrun [flags] BINARY [ARGS...]")
@@ -109,6 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 		Dir:      dir,
 		Share:    shareRoot(dir),
 		ReadOnly: readOnly,
+		ICount:   *icount,
 		Timeout:  *timeout,
 		Memory:   *memory,
 		CPUs:     *cpus,
