@@ -49,17 +49,18 @@ func main() {
 		skipAttach = flag.Bool("skip-attach", false, "skip the attach measurements")
 		skipCalls  = flag.Bool("skip-calls", false, "skip the per-call measurements")
 		skipVs     = flag.Bool("skip-bpftrace", false, "skip comparing trawl's fentry attach with bpftrace's")
+		vsRounds   = flag.Int("bpftrace-rounds", 2, "runs of each fentry vs bpftrace measurement; the fastest counts")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *sizes, *budget, *rounds, *callTarget, *skipAttach, *skipCalls, *skipVs); err != nil {
+	if err := run(ctx, *sizes, *budget, *rounds, *callTarget, *skipAttach, *skipCalls, *skipVs, *vsRounds); err != nil {
 		fmt.Fprintln(os.Stderr, "trawl-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, sizes string, budget time.Duration, rounds int, callTarget time.Duration, skipAttach, skipCalls, skipVs bool) error {
+func run(ctx context.Context, sizes string, budget time.Duration, rounds int, callTarget time.Duration, skipAttach, skipCalls, skipVs bool, vsRounds int) error {
 	start := time.Now()
 	cat, err := kernel.Live()
 	if err != nil {
@@ -88,7 +89,10 @@ func run(ctx context.Context, sizes string, budget time.Duration, rounds int, ca
 			return err
 		}
 		if !skipVs {
-			if err := benchVersusBpftrace(ctx, cat, names, ns, budget); err != nil {
+			if vsRounds < 1 {
+				return fmt.Errorf("-bpftrace-rounds must be at least 1, not %d", vsRounds)
+			}
+			if err := benchVersusBpftrace(ctx, cat, loadTime, names, ns, budget, vsRounds); err != nil {
 				return err
 			}
 		}
