@@ -189,11 +189,7 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	if err != nil {
 		return nil, err
 	}
-	regs, err := backend.RegsLayout(cat.Spec(""), arch)
-	if err != nil {
-		return nil, err
-	}
-	if err := configure(spec, cfg, regs, len(targets)); err != nil {
+	if err := configure(spec, cfg, len(targets)); err != nil {
 		return nil, err
 	}
 	if err := flt.configure(spec, targets); err != nil {
@@ -204,7 +200,7 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	}
 	plansMap := s.coll.Maps[bpf.CaptureMapPlans]
 	for _, t := range targets {
-		w, err := backend.Wire(t.Plan, arch, regs)
+		w, err := backend.Wire(t.Plan, arch)
 		if err != nil {
 			return nil, err
 		}
@@ -253,7 +249,7 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 }
 
 // configure sets the program's constants and map sizes.
-func configure(spec *ebpf.CollectionSpec, cfg Config, regs backend.Regs, n int) error {
+func configure(spec *ebpf.CollectionSpec, cfg Config, n int) error {
 	spec.Maps[bpf.CaptureMapPlans].MaxEntries = uint32(n)
 	var comm [16]byte
 	if len(cfg.Comm) >= len(comm) {
@@ -263,9 +259,6 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, regs backend.Regs, n int) 
 	set := map[string]any{
 		bpf.CaptureVarFilterPids: uint32(min(len(cfg.PIDs), 1)),
 		bpf.CaptureVarFilterComm: comm,
-		bpf.CaptureVarRegsSize:   regs.Size,
-		bpf.CaptureVarRegsSp:     regs.SP,
-		bpf.CaptureVarRegsRet:    regs.Ret,
 	}
 	for name, v := range set {
 		if err := spec.Variables[name].Set(v); err != nil {

@@ -27,9 +27,6 @@ volatile const __u64 filter_cgroup = 0; /* only tasks in this cgroup (v2 id) */
 volatile const __u64 min_duration = 0;  /* only calls this long (ns) */
 volatile const __u32 filter_errors = 0; /* only calls returning an error */
 volatile const __u32 filter_at = 0;     /* where trawl_filter runs: FILTER_AT_* */
-volatile const __u16 regs_size = 0;     /* sizeof(struct pt_regs) */
-volatile const __u16 regs_sp = 0;       /* offset of the stack pointer */
-volatile const __u16 regs_ret = 0;      /* offset of the return register */
 
 /* armed is set by the loader once every link is attached. Until then an
  * exit without its entry is a call that was in flight while attaching (the
@@ -79,10 +76,9 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-/* Per-CPU scratch: a copy of pt_regs, and a frame for exits whose entry
- * was missed. */
+/* Per-CPU scratch: the frame that starts a task's frame at a new depth,
+ * and holds exits whose entry was missed. */
 struct scratch {
-	__u8 regs[512];
 	struct frame frame;
 };
 
@@ -575,31 +571,66 @@ int fexit_capture(void *ctx)
 	return 0;
 }
 
-/* reg reads 8 bytes at off in the scratch copy of pt_regs. */
-static __always_inline __u64 reg(struct scratch *sc, __u32 off)
-{
-	return *(__u64 *)&sc->regs[off & (sizeof(sc->regs) - 8)];
-}
+/* Kprobe programs read registers from their struct pt_regs *ctx, whose
+ * start the ABI fixes: the ptrace layout on x86-64, user_pt_regs on arm64
+ * (as libbpf's bpf_tracing.h assumes). ctx_u64 loads the 8 bytes at a
+ * constant offset; the inline asm keeps clang from merging a switch of
+ * such loads into one load at a variable offset, which the verifier
+ * refuses for ctx. A plan names argument registers by index. */
+#define ctx_u64(ctx, off) ({ __u64 __v; asm volatile("%0 = *(u64 *)(%1 + %2)" : "=r"(__v) : "r"(ctx), "i"(off)); __v; })
 
-static __always_inline int copy_regs(struct scratch *sc, void *ctx)
-{
-	return bpf_probe_read_kernel(sc->regs, regs_size & (sizeof(sc->regs) - 1), ctx);
-}
+#if defined(__TARGET_ARCH_x86)
+#define REG_SP 152 /* sp */
+#define REG_RET 80 /* ax */
 
-/* kprobe_slots reads the argument slots from the copy of pt_regs, or from
- * the stack for arguments the ABI puts there. */
-static __always_inline void kprobe_slots(__u64 *slots, const struct plan *p, struct scratch *sc)
+/* arg_reg reads argument register i: di, si, dx, cx, r8, r9. */
+static __always_inline __u64 arg_reg(void *ctx, __u32 i)
+{
+	switch (i) {
+	case 0: return ctx_u64(ctx, 112);
+	case 1: return ctx_u64(ctx, 104);
+	case 2: return ctx_u64(ctx, 96);
+	case 3: return ctx_u64(ctx, 88);
+	case 4: return ctx_u64(ctx, 72);
+	case 5: return ctx_u64(ctx, 64);
+	}
+	return 0;
+}
+#elif defined(__TARGET_ARCH_arm64)
+#define REG_SP 248 /* sp, after regs[31] */
+#define REG_RET 0  /* x0 */
+
+/* arg_reg reads argument register i: x0-x7. */
+static __always_inline __u64 arg_reg(void *ctx, __u32 i)
+{
+	switch (i) {
+	case 0: return ctx_u64(ctx, 0);
+	case 1: return ctx_u64(ctx, 8);
+	case 2: return ctx_u64(ctx, 16);
+	case 3: return ctx_u64(ctx, 24);
+	case 4: return ctx_u64(ctx, 32);
+	case 5: return ctx_u64(ctx, 40);
+	case 6: return ctx_u64(ctx, 48);
+	case 7: return ctx_u64(ctx, 56);
+	}
+	return 0;
+}
+#else
+#error "trawl's kprobe programs know the registers of x86-64 and arm64 only"
+#endif
+
+/* kprobe_slots reads the argument slots from the registers, or from the
+ * stack for arguments the ABI puts there. */
+static __always_inline void kprobe_slots(void *ctx, __u64 *slots, const struct plan *p)
 {
 	for (int i = 0; i < MAX_SLOTS; i++) {
 		if (i >= p->nr_slots)
 			break;
 		__u16 src = p->src[i];
-		if (src & SRC_STACK) {
-			__u64 sp = reg(sc, regs_sp);
-			bpf_probe_read_kernel(&slots[i], 8, (void *)(sp + (src & ~SRC_STACK)));
-		} else {
-			slots[i] = reg(sc, src);
-		}
+		if (src & SRC_STACK)
+			bpf_probe_read_kernel(&slots[i], 8, (void *)(ctx_u64(ctx, REG_SP) + (src & ~SRC_STACK)));
+		else
+			slots[i] = arg_reg(ctx, src);
 	}
 }
 
@@ -608,16 +639,13 @@ int kprobe_capture(void *ctx)
 {
 	struct shadow *s;
 	const struct plan *p;
-	struct scratch *sc;
 	struct call *c;
 	__u32 func, d;
 
 	p = plan_of(ctx, &func);
-	if (!p || !(sc = get_scratch()) || copy_regs(sc, ctx))
+	if (!p || !(c = push(&s, &d, func)))
 		return 0;
-	if (!(c = push(&s, &d, func)))
-		return 0;
-	kprobe_slots(c->slots, p, sc);
+	kprobe_slots(ctx, c->slots, p);
 	enter(ctx, c, d, p, 1);
 	return 0;
 }
@@ -625,11 +653,7 @@ int kprobe_capture(void *ctx)
 SEC("kretprobe.multi")
 int kretprobe_capture(void *ctx)
 {
-	struct scratch *sc = get_scratch();
-
-	if (!sc || copy_regs(sc, ctx))
-		return 0;
-	finish_exit(ctx, bpf_get_attach_cookie(ctx), reg(sc, regs_ret), 1);
+	finish_exit(ctx, bpf_get_attach_cookie(ctx), ctx_u64(ctx, REG_RET), 1);
 	return 0;
 }
 
@@ -727,24 +751,21 @@ SEC("kprobe.session")
 int kprobe_session_capture(void *ctx)
 {
 	const struct plan *p;
-	struct scratch *sc;
 	struct call *c;
 	__u32 func, d;
 	int skip;
 
-	sc = get_scratch();
 	if (bpf_session_is_return(ctx)) {
-		/* Pop the call even when the registers cannot be read. */
-		session_exit(ctx, sc && !copy_regs(sc, ctx) ? reg(sc, regs_ret) : 0, 1);
+		session_exit(ctx, ctx_u64(ctx, REG_RET), 1);
 		return 0;
 	}
 	p = plan_of(ctx, &func);
-	if (!p || !sc || copy_regs(sc, ctx))
+	if (!p)
 		return 1;
 	c = session_entry(ctx, func, &d, &skip);
 	if (!c)
 		return skip;
-	kprobe_slots(c->slots, p, sc);
+	kprobe_slots(ctx, c->slots, p);
 	enter(ctx, c, d, p, 1);
 	return 0;
 }

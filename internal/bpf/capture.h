@@ -23,7 +23,7 @@ struct cap {
 };
 
 /* src of a kprobe slot: SRC_STACK set means an offset from the stack
- * pointer at entry, else a byte offset into struct pt_regs. */
+ * pointer at entry, else the index of an argument register. */
 #define SRC_STACK 0x8000
 
 /* How a function's return value tells an error, for --errors. */

@@ -61,7 +61,6 @@ type CaptureRecord struct {
 
 type CaptureScratch struct {
 	_     structs.HostLayout
-	Regs  [512]uint8
 	Frame CaptureFrame
 }
 
@@ -103,9 +102,6 @@ const (
 	CaptureVarFilterErrors          = "filter_errors"
 	CaptureVarFilterPids            = "filter_pids"
 	CaptureVarMinDuration           = "min_duration"
-	CaptureVarRegsRet               = "regs_ret"
-	CaptureVarRegsSize              = "regs_size"
-	CaptureVarRegsSp                = "regs_sp"
 )
 
 // LoadCapture returns the embedded CollectionSpec for Capture.
@@ -183,9 +179,6 @@ type CaptureVariableSpecs struct {
 	FilterErrors *ebpf.VariableSpec `ebpf:"filter_errors"`
 	FilterPids   *ebpf.VariableSpec `ebpf:"filter_pids"`
 	MinDuration  *ebpf.VariableSpec `ebpf:"min_duration"`
-	RegsRet      *ebpf.VariableSpec `ebpf:"regs_ret"`
-	RegsSize     *ebpf.VariableSpec `ebpf:"regs_size"`
-	RegsSp       *ebpf.VariableSpec `ebpf:"regs_sp"`
 }
 
 // CaptureObjects contains all objects after they have been loaded into the kernel.
@@ -240,9 +233,6 @@ type CaptureVariables struct {
 	FilterErrors *ebpf.Variable `ebpf:"filter_errors"`
 	FilterPids   *ebpf.Variable `ebpf:"filter_pids"`
 	MinDuration  *ebpf.Variable `ebpf:"min_duration"`
-	RegsRet      *ebpf.Variable `ebpf:"regs_ret"`
-	RegsSize     *ebpf.Variable `ebpf:"regs_size"`
-	RegsSp       *ebpf.Variable `ebpf:"regs_sp"`
 }
 
 // CapturePrograms contains all programs after they have been loaded into the kernel.

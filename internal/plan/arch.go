@@ -25,6 +25,15 @@ func (a Arch) String() string {
 	return fmt.Sprintf("Arch(%d)", uint8(a))
 }
 
+// ArgRegs returns how many registers pass arguments: rdi, rsi, rdx, rcx,
+// r8, r9 on x86-64; x0-x7 on arm64.
+func (a Arch) ArgRegs() int {
+	if a == AMD64 {
+		return amd64ArgRegs
+	}
+	return arm64ArgRegs
+}
+
 // ParseArch parses a GOARCH name ("amd64", "arm64").
 func ParseArch(name string) (Arch, error) {
 	switch name {

@@ -115,12 +115,10 @@ func fentrySlots(a Arch, v KernelVersion) int {
 	switch {
 	case a == AMD64 && v.AtLeast(6, 6):
 		return maxFuncArgs
-	case a == AMD64:
-		return amd64ArgRegs
 	case a == ARM64 && v.AtLeast(6, 16):
 		return maxFuncArgs
 	}
-	return arm64ArgRegs
+	return a.ArgRegs()
 }
 
 // kprobeAttachable checks what kprobe.multi needs: the addresses, or a
