@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,6 +125,9 @@ func TestCaptureKnownValues(t *testing.T) {
 					// call must be the workload's.
 					var errs []error
 					for _, c := range got {
+						if err := ours(c); err != nil {
+							t.Fatalf("call of %s: %v (%v)", k.fn, err, c)
+						}
 						err := k.check(c)
 						if err == nil {
 							return
@@ -135,6 +139,27 @@ func TestCaptureKnownValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ours checks that call c has the ids and name of a thread of the test
+// process, the only process traced: the program reads them in the kernel.
+func ours(c map[string]any) error {
+	comm, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		return err
+	}
+	if pid, _ := c["pid"].(float64); int(pid) != os.Getpid() {
+		return fmt.Errorf("pid %v, want %d", c["pid"], os.Getpid())
+	}
+	if want := strings.TrimSpace(string(comm)); c["comm"] != want {
+		return fmt.Errorf("comm %q, want %q", c["comm"], want)
+	}
+	if tid, _ := c["tid"].(float64); tid <= 0 {
+		return fmt.Errorf("tid %v", c["tid"])
+	} else if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", int(tid))); err != nil {
+		return fmt.Errorf("tid %d is not a thread of this process: %w", int(tid), err)
+	}
+	return nil
 }
 
 // capture opens a session, runs the workload and returns the calls seen,

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/rawbpf"
 )
@@ -68,6 +69,58 @@ var empties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
 			return rawbpf.AttachTracingMulti(p, rawbpf.AttachTraceFSessionMulti, []btf.TypeID{fn.BTFID}, nil)
 		})
 	},
+}
+
+// floorProgs are, per backend, the programs of internal/bpf/floor.c that
+// do the least a tracer of that kind must do to report a call: exit first,
+// as trawl attaches.
+var floorProgs = map[string][]string{
+	trawl.BackendFentry:      {bpf.FloorProgFloorFexit, bpf.FloorProgFloorFentry},
+	trawl.BackendKprobeMulti: {bpf.FloorProgFloorKretprobe, bpf.FloorProgFloorKprobe},
+}
+
+// attachFloor loads and attaches backend b's floor programs to fn. It
+// returns nothing for a backend without a floor.
+func attachFloor(b string, fn *kernel.Function) ([]io.Closer, error) {
+	names := floorProgs[b]
+	if names == nil {
+		return nil, nil
+	}
+	spec, err := bpf.LoadFloor()
+	if err != nil {
+		return nil, err
+	}
+	for name := range spec.Programs {
+		if !slices.Contains(names, name) {
+			delete(spec.Programs, name)
+		}
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		return nil, fmt.Errorf("load the floor programs: %w", err)
+	}
+	// The programs keep their maps alive.
+	defer coll.Close()
+	var closers []io.Closer
+	for _, name := range names {
+		p := coll.DetachProgram(name)
+		closers = append(closers, p)
+		var l link.Link
+		switch name {
+		case bpf.FloorProgFloorKprobe:
+			l, err = link.KprobeMulti(p, kprobeOptions(fn))
+		case bpf.FloorProgFloorKretprobe:
+			l, err = link.KretprobeMulti(p, kprobeOptions(fn))
+		default:
+			l, err = link.AttachTracing(link.TracingOptions{Program: p})
+		}
+		if err != nil {
+			closeAll(closers)
+			return nil, fmt.Errorf("attach the floor program %s: %w", name, err)
+		}
+		closers = slices.Insert(closers, 0, io.Closer(l))
+	}
+	return closers, nil
 }
 
 // kprobeOptions attach a kprobe.multi link to fn's addresses.
@@ -183,8 +236,8 @@ func calls(n int) uint64 { return uint64(n/10 + n/blocks*blocks) }
 
 // callSamples holds one backend's per-round measurements, ns per call.
 type callSamples struct {
-	base, empty, trawl []float64
-	err                error
+	base, empty, floor, trawl []float64 // floor stays empty without floor programs
+	err                       error
 }
 
 // benchCalls measures, in rounds, the time per call of callFunc with
@@ -235,17 +288,17 @@ func benchCalls(ctx context.Context, cat *kernel.Catalogue, rounds int, target t
 	}
 
 	fmt.Printf("### Per call\n\n")
-	fmt.Printf("`%s` (one int argument, int return) called by BPF_PROG_TEST_RUN of a tracing program, %d calls per measurement after %d warm-up calls, timed in %d blocks of which the fastest counts (host load only slows blocks down), on CPU 0 with the garbage collector off; per round and backend: no program (baseline), empty programs of the attach types trawl's backend uses (fentry + fexit, kprobe.multi + kretprobe.multi, kprobe.session, fsession, fsession.multi), trawl's session on the function (no filter, ring buffer not read during the run; every call checked to be captured). Median of %d rounds; the ratio is (trawl - baseline) / (empty - baseline) per round, median and range. Under `make bench` the guest's clock counts emulated instructions (`vmrun -icount`): a ns is one instruction, and the numbers repeat from run to run. Target: at most 1.5.\n\n", callFunc, n, n/10, blocks, rounds)
-	fmt.Println("| backend | baseline ns/call | empty ns/call | trawl ns/call | empty - baseline | trawl - baseline | ratio (median) | ratio (min-max) |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	fmt.Printf("`%s` (one int argument, int return) called by BPF_PROG_TEST_RUN of a tracing program, %d calls per measurement after %d warm-up calls, timed in %d blocks of which the fastest counts (host load only slows blocks down), on CPU 0 with the garbage collector off; per round and backend: no program (baseline), empty programs of the attach types trawl's backend uses (fentry + fexit, kprobe.multi + kretprobe.multi, kprobe.session, fsession, fsession.multi), for fentry and kprobe-multi the floor programs of internal/bpf/floor.c (the least a tracer must do to report a call: entry time kept in task storage, one ring-buffer record of times, task, argument and return value at exit; the floor ratio is (floor - baseline) / (empty - baseline)); trawl's session on the function (no filter, ring buffer not read during the run; every call checked to be captured). Median of %d rounds; the ratio is (trawl - baseline) / (empty - baseline) per round, median and range. Under `make bench` the guest's clock counts emulated instructions (`vmrun -icount`): a ns is one instruction, and the numbers repeat from run to run. Target: at most 1.5.\n\n", callFunc, n, n/10, blocks, rounds)
+	fmt.Println("| backend | baseline ns/call | empty ns/call | floor ns/call | trawl ns/call | empty - baseline | floor - baseline | trawl - baseline | floor ratio | trawl / floor | ratio (median) | ratio (min-max) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, b := range backends {
 		s := samples[b]
 		switch {
 		case s.err != nil && notSupported(s.err):
-			fmt.Printf("| %s | not supported by this kernel | | | | | | |\n", b)
+			fmt.Printf("| %s | not supported by this kernel | | | | | | | | | | |\n", b)
 			continue
 		case s.err != nil:
-			fmt.Printf("| %s | error: %s | | | | | | |\n", b, oneLine(s.err))
+			fmt.Printf("| %s | error: %s | | | | | | | | | | |\n", b, oneLine(s.err))
 			continue
 		}
 		var ratios []float64
@@ -253,8 +306,12 @@ func benchCalls(ctx context.Context, cat *kernel.Catalogue, rounds int, target t
 			ratios = append(ratios, (s.trawl[i]-s.base[i])/(s.empty[i]-s.base[i]))
 		}
 		base, empty, tr := median(s.base), median(s.empty), median(s.trawl)
-		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f-%.2f |\n", b, base, empty, tr, empty-base, tr-base,
-			median(ratios), slices.Min(ratios), slices.Max(ratios))
+		floor := []string{"-", "-", "-", "-"} // ns/call, - baseline, floor ratio, trawl / floor
+		if f := median(s.floor); len(s.floor) > 0 {
+			floor = []string{fmt.Sprintf("%.0f", f), fmt.Sprintf("%.0f", f-base), fmt.Sprintf("%.2f", (f-base)/(empty-base)), fmt.Sprintf("%.2f", (tr-base)/(f-base))}
+		}
+		fmt.Printf("| %s | %.0f | %.0f | %s | %.0f | %.0f | %s | %.0f | %s | %s | %.2f | %.2f-%.2f |\n", b, base, empty, floor[0], tr, empty-base, floor[1], tr-base,
+			floor[2], floor[3], median(ratios), slices.Min(ratios), slices.Max(ratios))
 	}
 	fmt.Println()
 	return nil
@@ -286,6 +343,20 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 	}
 	if err != nil {
 		return err
+	}
+
+	if closers, err = attachFloor(b, fn); err != nil {
+		return err
+	}
+	if closers != nil {
+		floor, err := trig.perCall(n)
+		if cerr := closeAll(closers); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		s.floor = append(s.floor, floor)
 	}
 
 	sess, err := trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: b})
@@ -329,7 +400,11 @@ func (s *callSamples) String() string {
 		return "no samples"
 	}
 	i := len(s.base) - 1
-	return fmt.Sprintf("baseline %.0f ns, empty %.0f ns, trawl %.0f ns", s.base[i], s.empty[i], s.trawl[i])
+	floor := ""
+	if len(s.floor) > 0 {
+		floor = fmt.Sprintf(", floor %.0f ns", s.floor[i])
+	}
+	return fmt.Sprintf("baseline %.0f ns, empty %.0f ns%s, trawl %.0f ns", s.base[i], s.empty[i], floor, s.trawl[i])
 }
 
 // median returns the median of xs, NaN when empty.

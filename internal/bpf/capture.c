@@ -17,6 +17,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "capture.h"
+#include "kernel.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -89,10 +90,15 @@ struct {
 	__type(value, struct scratch);
 } scratches SEC(".maps");
 
-struct task_struct {
-	int pid;
-	int tgid;
-} __attribute__((preserve_access_index));
+/* who fills in the current task's ids and name. */
+static __always_inline void who(struct record *r)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+
+	r->tgid = t->tgid;
+	r->pid = t->pid;
+	read_comm(t, (__u64 *)r->comm);
+}
 
 static __always_inline void count(__u32 c)
 {
@@ -153,8 +159,10 @@ static __always_inline int wanted(void)
 	if (filter_cgroup && bpf_get_current_cgroup_id() != filter_cgroup)
 		return 0;
 	if (filter_comm[0]) {
-		char comm[16];
-		bpf_get_current_comm(comm, sizeof(comm));
+		__u64 name[2];
+		char *comm = (char *)name;
+
+		read_comm(bpf_get_current_task_btf(), name);
 		for (int i = 0; i < 16; i++) {
 			if (comm[i] != filter_comm[i])
 				return 0;
@@ -303,8 +311,6 @@ static __always_inline struct frame *new_frame(struct call *c, __u32 d)
 	c->flags = CALL_FRAMED;
 	f->rec.entry_ts = c->entry_ts;
 	f->rec.func = c->func;
-	f->rec.tgid = id >> 32;
-	f->rec.pid = id;
 	f->rec.flags = REC_ENTRY;
 	f->rec.depth = d;
 	f->rec.cap_failed = 0;
@@ -411,7 +417,7 @@ static __always_inline void emit(struct frame *f, __u64 ret)
 		count(CNT_FILTERED_EXPR);
 		return;
 	}
-	bpf_get_current_comm(f->rec.comm, sizeof(f->rec.comm));
+	who(&f->rec);
 	if (len > MAX_DATA)
 		len = MAX_DATA;
 	if (bpf_ringbuf_output(&events, f, sizeof(f->rec) + len, 0))
@@ -423,7 +429,7 @@ static __always_inline void emit(struct frame *f, __u64 ret)
  * whose frame was lost goes this way too, without its captures. */
 static __always_inline void send(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe)
 {
-	__u64 now = bpf_ktime_get_ns(), id = bpf_get_current_pid_tgid();
+	__u64 now = bpf_ktime_get_ns();
 	const struct plan *p = bpf_map_lookup_elem(&plans, &c->func);
 	struct record *r;
 
@@ -455,12 +461,10 @@ static __always_inline void send(void *ctx, struct call *c, __u32 d, __u64 ret, 
 		r->slots[i] = v;
 	}
 	r->func = c->func;
-	r->tgid = id >> 32;
-	r->pid = id;
 	r->cpu = bpf_get_smp_processor_id();
 	r->flags = REC_ENTRY | REC_EXIT | (c->flags & CALL_FRAMED ? REC_TRUNCATED : 0);
 	r->depth = d;
-	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	who(r);
 	__builtin_memset(r->cap_len, 0, sizeof(r->cap_len));
 	r->cap_failed = 0;
 	r->data_len = 0;
@@ -471,7 +475,6 @@ static __always_inline void send(void *ctx, struct call *c, __u32 d, __u64 ret, 
 /* exit_only sends an exit whose entry was missed. */
 static __always_inline void exit_only(__u32 func, __u64 ret)
 {
-	__u64 id = bpf_get_current_pid_tgid();
 	struct scratch *s;
 
 	if (!wanted())
@@ -484,8 +487,6 @@ static __always_inline void exit_only(__u32 func, __u64 ret)
 		return;
 	__builtin_memset(&s->frame.rec, 0, sizeof(s->frame.rec));
 	s->frame.rec.func = func;
-	s->frame.rec.tgid = id >> 32;
-	s->frame.rec.pid = id;
 	emit(&s->frame, ret);
 }
 
@@ -571,53 +572,6 @@ int fexit_capture(void *ctx)
 	return 0;
 }
 
-/* Kprobe programs read registers from their struct pt_regs *ctx, whose
- * start the ABI fixes: the ptrace layout on x86-64, user_pt_regs on arm64
- * (as libbpf's bpf_tracing.h assumes). ctx_u64 loads the 8 bytes at a
- * constant offset; the inline asm keeps clang from merging a switch of
- * such loads into one load at a variable offset, which the verifier
- * refuses for ctx. A plan names argument registers by index. */
-#define ctx_u64(ctx, off) ({ __u64 __v; asm volatile("%0 = *(u64 *)(%1 + %2)" : "=r"(__v) : "r"(ctx), "i"(off)); __v; })
-
-#if defined(__TARGET_ARCH_x86)
-#define REG_SP 152 /* sp */
-#define REG_RET 80 /* ax */
-
-/* arg_reg reads argument register i: di, si, dx, cx, r8, r9. */
-static __always_inline __u64 arg_reg(void *ctx, __u32 i)
-{
-	switch (i) {
-	case 0: return ctx_u64(ctx, 112);
-	case 1: return ctx_u64(ctx, 104);
-	case 2: return ctx_u64(ctx, 96);
-	case 3: return ctx_u64(ctx, 88);
-	case 4: return ctx_u64(ctx, 72);
-	case 5: return ctx_u64(ctx, 64);
-	}
-	return 0;
-}
-#elif defined(__TARGET_ARCH_arm64)
-#define REG_SP 248 /* sp, after regs[31] */
-#define REG_RET 0  /* x0 */
-
-/* arg_reg reads argument register i: x0-x7. */
-static __always_inline __u64 arg_reg(void *ctx, __u32 i)
-{
-	switch (i) {
-	case 0: return ctx_u64(ctx, 0);
-	case 1: return ctx_u64(ctx, 8);
-	case 2: return ctx_u64(ctx, 16);
-	case 3: return ctx_u64(ctx, 24);
-	case 4: return ctx_u64(ctx, 32);
-	case 5: return ctx_u64(ctx, 40);
-	case 6: return ctx_u64(ctx, 48);
-	case 7: return ctx_u64(ctx, 56);
-	}
-	return 0;
-}
-#else
-#error "trawl's kprobe programs know the registers of x86-64 and arm64 only"
-#endif
 
 /* kprobe_slots reads the argument slots from the registers, or from the
  * stack for arguments the ABI puts there. */

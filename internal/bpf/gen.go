@@ -1,7 +1,9 @@
 // Package bpf holds trawl's BPF C sources and the objects bpf2go builds
-// from them, for amd64 and arm64. The objects are committed, so building
+// from them, for amd64 and arm64: capture.c, the program trawl runs, and
+// floor.c, the least a call tracer must do, which only trawl-bench loads. The objects are committed, so building
 // trawl needs no clang; `make bpf` rebuilds them with the pinned clang and
 // CI checks they match the sources.
 package bpf
 
 //go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target amd64,arm64 -type record -type plan -cflags "-O2 -g -Wall -Werror" Capture capture.c -- -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target amd64,arm64 -cflags "-O2 -g -Wall -Werror" Floor floor.c -- -I/usr/include/x86_64-linux-gnu
