@@ -8,6 +8,7 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -64,6 +65,16 @@ func (a *Attachment) add(l link.Link, progs ...program) {
 	a.programs = append(a.programs, progs...)
 }
 
+// addFunc adds the links and programs attached to one function and counts
+// it as attached.
+func (a *Attachment) addFunc(links []link.Link, progs []program) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.links = append(a.links, links...)
+	a.programs = append(a.programs, progs...)
+	a.Attached++
+}
+
 func (a *Attachment) skip(reason, fn string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -84,12 +95,18 @@ func (a *Attachment) RecursionMisses() map[string]uint64 {
 	return misses
 }
 
-// Close detaches everything.
+// Close detaches everything, last attached first: a function's fentry
+// program before its fexit one.
+//
+// One link at a time: closing them in parallel was no faster in the test
+// bed guests (6.12, 7.3), as the kernel detaches trampolines one after
+// the other (removing the last program of one waits for RCU tasks grace
+// periods).
 func (a *Attachment) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var errs []error
-	for _, l := range a.links {
+	for _, l := range slices.Backward(a.links) {
 		errs = append(errs, l.Close())
 	}
 	for _, p := range a.programs {

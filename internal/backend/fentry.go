@@ -2,10 +2,14 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sync/errgroup"
 
@@ -20,14 +24,28 @@ const fentryParallel = 32
 // AttachFentry loads one fentry and one fexit program per target, each a
 // copy of the capture program sharing maps, in parallel. Needs 5.17
 // (bpf_get_func_arg) and 6.0 (cookies on trampoline links).
+//
+// All loads share one decoded kernel BTF: without it cilium/ebpf decodes
+// vmlinux BTF again for every program to find its attach target, which
+// took four fifths of each load in the test bed guests (about 0.4 s under
+// emulation; docs/benchmarks.md, "fentry attach").
 func AttachFentry(ctx context.Context, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, targets []Target, progress Progress) (*Attachment, error) {
-	return attachEach(ctx, targets, progress, func(a *Attachment, t Target) error {
-		return attachFentryOne(a, spec, maps, t)
+	cache := btf.NewCache()
+	return attachEach(ctx, targets, fentryFiles, progress, func(a *Attachment, t Target) error {
+		return attachFentryOne(a, spec, maps, cache, t)
 	})
 }
 
-// attachEach runs attach for every target, fentryParallel at a time.
-func attachEach(ctx context.Context, targets []Target, progress Progress, attach func(*Attachment, Target) error) (*Attachment, error) {
+// fentryFiles is how many files an attached function holds open: its
+// fentry and fexit programs, their BTF and their links.
+const fentryFiles = 6
+
+// attachEach runs attach for every target, fentryParallel at a time,
+// after making room for files open files per target.
+func attachEach(ctx context.Context, targets []Target, files int, progress Progress, attach func(*Attachment, Target) error) (*Attachment, error) {
+	if err := raiseFileLimit(len(targets) * files); err != nil {
+		return nil, err
+	}
 	a := newAttachment()
 	var done atomic.Int64
 	g, ctx := errgroup.WithContext(ctx)
@@ -51,9 +69,42 @@ func attachEach(ctx context.Context, targets []Target, progress Progress, attach
 	return a, nil
 }
 
+// fileMargin is how many files raiseFileLimit leaves for the rest of
+// the process and for the files loads open for a moment.
+const fileMargin = 256
+
+// raiseFileLimit raises the soft limit on open files, and the hard one
+// if need be, so that the process can open n more. Without the privilege
+// to raise the hard limit, it raises the soft one as far as it goes.
+func raiseFileLimit(n int) error {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("count open files: %w", err)
+	}
+	want := uint64(len(fds) + n + fileMargin)
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("read the open files limit: %w", err)
+	}
+	if want <= lim.Cur {
+		return nil
+	}
+	raised := syscall.Rlimit{Cur: want, Max: max(lim.Max, want)}
+	err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised)
+	if errors.Is(err, syscall.EPERM) && lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return fmt.Errorf("raise the open files limit to %d: %w", want, err)
+	}
+	return nil
+}
+
 // kinds are the two programs attached to each function: fexit first, so
 // that a call in flight while attaching has at worst an exit without its
-// entry (sent flagged), never an entry whose frame nobody pops.
+// entry (sent flagged), never an entry whose frame nobody pops. Detaching
+// goes the other way.
 var kinds = []struct {
 	prog   string
 	attach ebpf.AttachType
@@ -62,16 +113,18 @@ var kinds = []struct {
 	{bpf.CaptureProgFentryCapture, ebpf.AttachTraceFEntry},
 }
 
-func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, t Target) error {
+// attachFentryOne loads the fexit and fentry programs for t, both in one
+// collection, and attaches them.
+func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, cache *btf.Cache, t Target) error {
 	fn := t.Plan.Func
-	var progs []*ebpf.Program
 	var links []link.Link
+	var progs []program
 	fail := func(err error) error {
 		for _, l := range links {
 			l.Close()
 		}
 		for _, p := range progs {
-			p.Close()
+			p.prog.Close()
 		}
 		if reason := classify(err); reason != "" {
 			a.skip(reason, fn.Name)
@@ -79,34 +132,30 @@ func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*
 		}
 		return fmt.Errorf("attach to %s: %w", fn.Name, err)
 	}
+	one := &ebpf.CollectionSpec{Maps: spec.Maps, Programs: map[string]*ebpf.ProgramSpec{}, Types: spec.Types}
 	for _, kind := range kinds {
 		ps := spec.Programs[kind.prog].Copy()
 		ps.AttachTo = fn.Name
 		if err := SpliceFilter(ps, []Target{t}); err != nil {
 			return fail(err)
 		}
-		coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{
-			Maps:     spec.Maps,
-			Programs: map[string]*ebpf.ProgramSpec{kind.prog: ps},
-			Types:    spec.Types,
-		}, ebpf.CollectionOptions{MapReplacements: maps})
-		if err != nil {
-			return fail(err)
-		}
-		prog := coll.DetachProgram(kind.prog)
-		coll.Close()
-		progs = append(progs, prog)
-		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: kind.attach, Cookie: uint64(t.ID)})
+		one.Programs[kind.prog] = ps
+	}
+	coll, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: maps, Cache: cache})
+	if err != nil {
+		return fail(err)
+	}
+	for _, kind := range kinds {
+		progs = append(progs, program{name: kind.prog, prog: coll.DetachProgram(kind.prog), owned: true})
+	}
+	coll.Close()
+	for i, kind := range kinds {
+		l, err := link.AttachTracing(link.TracingOptions{Program: progs[i].prog, AttachType: kind.attach, Cookie: uint64(t.ID)})
 		if err != nil {
 			return fail(err)
 		}
 		links = append(links, l)
 	}
-	for i, l := range links {
-		a.add(l, program{name: kinds[i].prog, prog: progs[i], owned: true})
-	}
-	a.mu.Lock()
-	a.Attached++
-	a.mu.Unlock()
+	a.addFunc(links, progs)
 	return nil
 }

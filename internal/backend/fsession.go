@@ -21,7 +21,7 @@ func AttachFsession(ctx context.Context, spec *ebpf.CollectionSpec, maps map[str
 	if err != nil {
 		return nil, fmt.Errorf("fsession: %w", err)
 	}
-	return attachEach(ctx, targets, progress, func(a *Attachment, t Target) error {
+	return attachEach(ctx, targets, fsessionFiles, progress, func(a *Attachment, t Target) error {
 		fn := t.Plan.Func
 		if reason := notVmlinux(fn.Module); reason != "" {
 			a.skip(reason, fn.Name)
@@ -38,10 +38,7 @@ func AttachFsession(ctx context.Context, spec *ebpf.CollectionSpec, maps map[str
 			var l link.Link
 			l, err = rawbpf.AttachTracing(prog, rawbpf.AttachTraceFSession, uint64(t.ID))
 			if err == nil {
-				a.add(l, program{name: bpf.CaptureProgFsessionCapture, prog: prog, owned: true})
-				a.mu.Lock()
-				a.Attached++
-				a.mu.Unlock()
+				a.addFunc([]link.Link{l}, []program{{name: bpf.CaptureProgFsessionCapture, prog: prog, owned: true}})
 				return nil
 			}
 			prog.Close()
@@ -53,6 +50,10 @@ func AttachFsession(ctx context.Context, spec *ebpf.CollectionSpec, maps map[str
 		return fmt.Errorf("fsession on %s: %w", fn.Name, err)
 	})
 }
+
+// fsessionFiles is how many files an attached function holds open: its
+// program and its link.
+const fsessionFiles = 2
 
 // notVmlinux says why a function of module cannot be attached through
 // rawbpf, which takes vmlinux BTF ids only, or "" for vmlinux.
