@@ -189,6 +189,9 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := backend.Relocate(spec, cat.Spec("")); err != nil {
+		return nil, err
+	}
 	if err := configure(spec, cfg, len(targets)); err != nil {
 		return nil, err
 	}

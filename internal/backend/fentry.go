@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
 )
@@ -30,10 +31,29 @@ const fentryParallel = 32
 // took four fifths of each load in the test bed guests (about 0.4 s under
 // emulation; docs/benchmarks.md, "fentry attach").
 func AttachFentry(ctx context.Context, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, targets []Target, progress Progress) (*Attachment, error) {
-	cache := btf.NewCache()
+	ld := &fentryLoader{cache: btf.NewCache()}
 	return attachEach(ctx, targets, fentryFiles, progress, func(a *Attachment, t Target) error {
-		return attachFentryOne(a, spec, maps, cache, t)
+		return attachFentryOne(a, spec, maps, ld, t)
 	})
+}
+
+// fentryLoader is what the parallel loads share: one decoded kernel BTF,
+// and a lock for loads whose target is in a module. cilium/ebpf v0.22
+// decodes a module's split BTF into the shared vmlinux types without
+// holding their lock, so two such loads at once may crash the process
+// (concurrent map writes).
+type fentryLoader struct {
+	cache   *btf.Cache
+	modules sync.Mutex
+}
+
+// load loads the programs of one function.
+func (l *fentryLoader) load(spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, module string) (*ebpf.Collection, error) {
+	if module != "" {
+		l.modules.Lock()
+		defer l.modules.Unlock()
+	}
+	return ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: maps, Cache: l.cache})
 }
 
 // fentryFiles is how many files an attached function holds open: its
@@ -82,20 +102,20 @@ func raiseFileLimit(n int) error {
 		return fmt.Errorf("count open files: %w", err)
 	}
 	want := uint64(len(fds) + n + fileMargin)
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		return fmt.Errorf("read the open files limit: %w", err)
 	}
 	if want <= lim.Cur {
 		return nil
 	}
-	raised := syscall.Rlimit{Cur: want, Max: max(lim.Max, want)}
-	err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised)
-	if errors.Is(err, syscall.EPERM) && lim.Cur < lim.Max {
+	raised := unix.Rlimit{Cur: want, Max: max(lim.Max, want)}
+	err = unix.Setrlimit(unix.RLIMIT_NOFILE, &raised)
+	if errors.Is(err, unix.EPERM) && lim.Cur < lim.Max {
 		lim.Cur = lim.Max
-		err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+		err = unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
 	}
-	if err != nil && !errors.Is(err, syscall.EPERM) {
+	if err != nil && !errors.Is(err, unix.EPERM) {
 		return fmt.Errorf("raise the open files limit to %d: %w", want, err)
 	}
 	return nil
@@ -115,7 +135,7 @@ var kinds = []struct {
 
 // attachFentryOne loads the fexit and fentry programs for t, both in one
 // collection, and attaches them.
-func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, cache *btf.Cache, t Target) error {
+func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, ld *fentryLoader, t Target) error {
 	fn := t.Plan.Func
 	var links []link.Link
 	var progs []program
@@ -141,7 +161,7 @@ func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*
 		}
 		one.Programs[kind.prog] = ps
 	}
-	coll, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: maps, Cache: cache})
+	coll, err := ld.load(one, maps, fn.Module)
 	if err != nil {
 		return fail(err)
 	}

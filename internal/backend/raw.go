@@ -1,13 +1,10 @@
 package backend
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/btf"
 
 	"github.com/trawl-dev/trawl/internal/kernel/rawbpf"
 )
@@ -35,9 +32,9 @@ func ResolveKfuncs(insns asm.Instructions) error {
 }
 
 // rawInstructions returns a copy of a program's instructions for
-// rawbpf.LoadTracing, which takes neither map references nor kfunc or
-// CO-RE relocations: maps come from the loaded collection, kfuncs and
-// field offsets from vmlinux.
+// rawbpf.LoadTracing, which takes neither map references nor kfunc
+// relocations: maps come from the loaded collection, kfuncs from vmlinux.
+// (CO-RE relocations are applied beforehand: see Relocate.)
 func rawInstructions(ps *ebpf.ProgramSpec, maps map[string]*ebpf.Map) (asm.Instructions, error) {
 	insns := ps.Copy().Instructions
 	for i := range insns {
@@ -56,41 +53,5 @@ func rawInstructions(ps *ebpf.ProgramSpec, maps map[string]*ebpf.Map) (asm.Instr
 	if err := ResolveKfuncs(insns); err != nil {
 		return nil, err
 	}
-	if err := relocate(insns, ps.ByteOrder); err != nil {
-		return nil, err
-	}
 	return insns, nil
-}
-
-// relocate applies the CO-RE relocations of insns (field offsets in
-// struct task_struct) against vmlinux BTF, in place, as cilium/ebpf does
-// for the programs it loads itself.
-func relocate(insns asm.Instructions, bo binary.ByteOrder) error {
-	var relos []*btf.CORERelocation
-	var at []*asm.Instruction
-	for i := range insns {
-		if r := btf.CORERelocationMetadata(&insns[i]); r != nil {
-			relos = append(relos, r)
-			at = append(at, &insns[i])
-		}
-	}
-	if len(relos) == 0 {
-		return nil
-	}
-	kernel, err := btf.LoadKernelSpec()
-	if err != nil {
-		return fmt.Errorf("load kernel BTF: %w", err)
-	}
-	fixups, err := btf.CORERelocate(relos, []*btf.Spec{kernel}, bo, func(btf.Type) (btf.TypeID, error) {
-		return 0, errors.New("the capture program asks for a local type ID, which rawbpf cannot give")
-	})
-	if err != nil {
-		return fmt.Errorf("CO-RE relocations: %w", err)
-	}
-	for i, f := range fixups {
-		if err := f.Apply(at[i]); err != nil {
-			return fmt.Errorf("CO-RE relocation %s: %w", relos[i], err)
-		}
-	}
-	return nil
 }
