@@ -78,7 +78,7 @@ bench: tools fetch bin/trawl-bench-amd64 bin/trawl-bench-arm64
 		case " $(BENCH_PARTS) " in *" calls "*) \
 			bin/vmrun -icount -kernel $$k $$b -skip-attach $(BENCH_ARGS) || failed="$$failed $$k(calls)";; esac; \
 		case " $(BENCH_PARTS) " in *" attach "*) \
-			bin/vmrun -kernel $$k -bpftrace $$b -skip-calls $(BENCH_ARGS) || failed="$$failed $$k(attach)";; esac; \
+			bin/vmrun -timeout 60m -kernel $$k -bpftrace $$b -skip-calls $(BENCH_ARGS) || failed="$$failed $$k(attach)";; esac; \
 	done; test -z "$$failed" || { echo "bench failed on:$$failed"; exit 1; }
 
 bin/trawl-bench-%: FORCE
