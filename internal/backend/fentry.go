@@ -134,7 +134,8 @@ var kinds = []struct {
 }
 
 // attachFentryOne loads the fexit and fentry programs for t, both in one
-// collection, and attaches them.
+// collection and with t's filter and capture count spliced in, and
+// attaches them.
 func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, ld *fentryLoader, t Target) error {
 	fn := t.Plan.Func
 	var links []link.Link
@@ -159,6 +160,11 @@ func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*
 		if err := SpliceFilter(ps, []Target{t}); err != nil {
 			return fail(err)
 		}
+		insns, err := spliceNrCaps(ps.Instructions, t)
+		if err != nil {
+			return fail(err)
+		}
+		ps.Instructions = insns
 		one.Programs[kind.prog] = ps
 	}
 	coll, err := ld.load(one, maps, fn.Module)

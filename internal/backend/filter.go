@@ -28,7 +28,8 @@ func SpliceFilter(prog *ebpf.ProgramSpec, targets []Target) error {
 	if err != nil {
 		return fmt.Errorf("build the filter of %s: %w", prog.Name, err)
 	}
-	return filter.Splice(prog, body)
+	prog.Instructions, err = splice(prog.Instructions, filter.Stub, body)
+	return err
 }
 
 // Error kinds of a plan's return value, from internal/bpf/capture.h.

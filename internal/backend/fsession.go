@@ -12,10 +12,11 @@ import (
 )
 
 // AttachFsession loads one fsession program per target (7.0), a copy of
-// the capture program sharing maps, in parallel as AttachFentry does. One
-// program runs at entry and exit of each call, so it costs one load and
-// one trampoline link per function where fentry costs two. The programs
-// go through rawbpf, so functions in modules are skipped.
+// the capture program sharing maps with the target's capture count
+// spliced in, in parallel as AttachFentry does. One program runs at entry
+// and exit of each call, so it costs one load and one trampoline link per
+// function where fentry costs two. The programs go through rawbpf, so
+// functions in modules are skipped.
 func AttachFsession(ctx context.Context, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, targets []Target, progress Progress) (*Attachment, error) {
 	insns, err := rawInstructions(spec.Programs[bpf.CaptureProgFsessionCapture], maps)
 	if err != nil {
@@ -27,11 +28,15 @@ func AttachFsession(ctx context.Context, spec *ebpf.CollectionSpec, maps map[str
 			a.skip(reason, fn.Name)
 			return nil
 		}
+		one, err := spliceNrCaps(insns, t)
+		if err != nil {
+			return fmt.Errorf("fsession on %s: %w", fn.Name, err)
+		}
 		prog, err := rawbpf.LoadTracing(&rawbpf.TracingSpec{
 			Name:         bpf.CaptureProgFsessionCapture,
 			AttachType:   rawbpf.AttachTraceFSession,
 			AttachBTFID:  fn.BTFID,
-			Instructions: insns,
+			Instructions: one,
 			License:      "GPL",
 		})
 		if err == nil {

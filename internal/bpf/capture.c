@@ -210,16 +210,16 @@ static __always_inline int entry_passes(struct frame *f)
 	return 0;
 }
 
-/* capture runs the entry filter, then follows the plan's pointers. It
- * returns 0 for a call the filter refused. */
-static __always_inline int capture(struct frame *f, const struct plan *p)
+/* capture runs the entry filter, then follows the first nr_caps of the
+ * plan's pointers. It returns 0 for a call the filter refused. */
+static __always_inline int capture(struct frame *f, const struct plan *p, __u64 nr_caps)
 {
 	__u32 off = 0;
 
 	if (!entry_passes(f))
 		return 0;
 	for (int i = 0; i < MAX_CAPS; i++) {
-		if (i >= p->nr_caps)
+		if (i >= nr_caps)
 			break;
 		const struct cap *c = &p->caps[i];
 		__u64 ptr = f->rec.slots[c->slot & (MAX_SLOTS - 1)];
@@ -250,11 +250,19 @@ static __always_inline __u32 slot_of(__u32 d)
 	return d & (MAX_DEPTH - 1);
 }
 
-/* framed says whether a call of plan p needs a frame: to copy memory, or
- * to give a --filter expression a record to read. */
-static __always_inline int framed(const struct plan *p)
+/* trawl_nr_caps returns how many captures plan p has. In each program
+ * loaded for one function (fentry, fsession), the loader replaces this
+ * body with "r0 = N; exit", N the function's count: being static, it is
+ * verified as part of its caller, which then knows N and walks the
+ * capture loop N times rather than MAX_CAPS. Programs serving many
+ * functions keep this body. */
+static __noinline __u64 trawl_nr_caps(const struct plan *p)
 {
-	return p->nr_caps || filter_at;
+	__u64 n = p->nr_caps;
+
+	/* Keep the compiler from reasoning about the result. */
+	asm volatile("" : "+r"(n));
+	return n;
 }
 
 /* push starts a call on the task's shadow stack and returns it, with its
@@ -536,15 +544,18 @@ static __always_inline void trampoline_slots(void *ctx, __u64 *slots, const stru
  * the trampoline's ctx, or from c for kprobes. */
 static __always_inline void enter(void *ctx, struct call *c, __u32 d, const struct plan *p, int kprobe)
 {
+	__u64 nr_caps = trawl_nr_caps(p);
 	struct frame *f;
 
-	if (!framed(p) || !(f = new_frame(c, d)))
+	/* A call needs a frame to copy memory, or to give a --filter
+	 * expression a record to read. */
+	if (!(nr_caps || filter_at) || !(f = new_frame(c, d)))
 		return;
 	if (kprobe)
 		__builtin_memcpy(f->rec.slots, c->slots, sizeof(c->slots));
 	else
 		trampoline_slots(ctx, f->rec.slots, p);
-	if (!capture(f, p))
+	if (!capture(f, p, nr_caps))
 		c->flags |= CALL_DROP;
 }
 

@@ -3,7 +3,6 @@ package filter
 import (
 	"encoding/binary"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 	"unsafe"
@@ -362,53 +361,6 @@ func TestUsesRet(t *testing.T) {
 		}
 		if e.UsesRet() != want {
 			t.Errorf("%q: UsesRet = %v", src, !want)
-		}
-	}
-}
-
-// TestSplice puts a filter into the real capture programs.
-func TestSplice(t *testing.T) {
-	spec, err := bpf.LoadCapture()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fx := loadFixture(t)
-	e, _ := Parse("size > 1")
-	body, err := Compile(e, fx.plan(t, "tcp_sendmsg"), fx.consts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prog, err := Program([]Func{{ID: 3, Body: body}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{bpf.CaptureProgFentryCapture, bpf.CaptureProgKretprobeCapture, bpf.CaptureProgFollowFork} {
-		ps := spec.Programs[name].Copy()
-		before := len(ps.Instructions)
-		offsets, _ := ps.Instructions.SymbolOffsets()
-		_, calls := offsets[Stub]
-		if err := Splice(ps, prog); err != nil {
-			t.Fatal(err)
-		}
-		after, _ := ps.Instructions.SymbolOffsets()
-		if !calls {
-			if len(ps.Instructions) != before {
-				t.Errorf("%s does not call the stub but changed", name)
-			}
-			continue
-		}
-		start := after[Stub]
-		for i, want := range prog {
-			got := ps.Instructions[start+i]
-			if got.OpCode != want.OpCode || got.Dst != want.Dst || got.Src != want.Src || got.Offset != want.Offset || got.Constant != want.Constant {
-				t.Fatalf("%s: instruction %d of the stub is %v, want %v", name, i, got, want)
-			}
-		}
-		if fn := btf.FuncMetadata(&ps.Instructions[start]); fn == nil || fn.Name != Stub {
-			t.Errorf("%s: the spliced body lost the stub's BTF: %v", name, fn)
-		}
-		if err := ps.Instructions.Marshal(io.Discard, binary.LittleEndian); err != nil {
-			t.Errorf("%s: %v", name, err)
 		}
 	}
 }

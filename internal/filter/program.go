@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 )
 
@@ -84,27 +83,4 @@ func search(b *builder, ranges []idRange, labels []label, reject label) {
 	search(b, ranges[:mid], labels, reject)
 	b.place(right)
 	search(b, ranges[mid:], labels, reject)
-}
-
-// Splice replaces the body of the stub in prog with body, keeping the
-// stub's symbol and BTF. A program that does not call the stub is left
-// alone.
-func Splice(prog *ebpf.ProgramSpec, body asm.Instructions) error {
-	offsets, err := prog.Instructions.SymbolOffsets()
-	if err != nil {
-		return fmt.Errorf("splice the filter into %s: %w", prog.Name, err)
-	}
-	start, ok := offsets[Stub]
-	if !ok {
-		return nil
-	}
-	end := start + 1
-	for end < len(prog.Instructions) && prog.Instructions[end].Symbol() == "" {
-		end++
-	}
-	body = slices.Clone(body)
-	body[0] = body[0].WithMetadata(prog.Instructions[start].Metadata)
-	insns := slices.Concat(prog.Instructions[:start], body, prog.Instructions[end:])
-	prog.Instructions = insns
-	return nil
 }

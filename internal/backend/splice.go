@@ -1,0 +1,42 @@
+package backend
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/cilium/ebpf/asm"
+)
+
+// nrCapsFunc is the capture program's function that returns how many
+// captures a plan has (trawl_nr_caps in internal/bpf/capture.c).
+const nrCapsFunc = "trawl_nr_caps"
+
+// spliceNrCaps makes trawl_nr_caps return t's capture count in insns, a
+// program loaded for t alone, so that the verifier walks the capture loop
+// that many times rather than MaxCaps. It returns insns unchanged if they
+// do not call trawl_nr_caps.
+func spliceNrCaps(insns asm.Instructions, t Target) (asm.Instructions, error) {
+	n := len(CapturedArgs(t.Plan))
+	return splice(insns, nrCapsFunc, asm.Instructions{asm.Mov.Imm(asm.R0, int32(n)), asm.Return()})
+}
+
+// splice returns insns with the body of function fn replaced by body,
+// which keeps fn's symbol and BTF. insns are not modified; if they do not
+// hold fn, they are returned as they are.
+func splice(insns asm.Instructions, fn string, body asm.Instructions) (asm.Instructions, error) {
+	offsets, err := insns.SymbolOffsets()
+	if err != nil {
+		return nil, fmt.Errorf("splice %s: %w", fn, err)
+	}
+	start, ok := offsets[fn]
+	if !ok {
+		return insns, nil
+	}
+	end := start + 1
+	for end < len(insns) && insns[end].Symbol() == "" {
+		end++
+	}
+	body = slices.Clone(body)
+	body[0] = body[0].WithMetadata(insns[start].Metadata)
+	return slices.Concat(insns[:start], body, insns[end:]), nil
+}
