@@ -19,6 +19,7 @@ import (
 	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/render"
+	"github.com/trawl-dev/trawl/internal/render/rendertest"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
 
@@ -465,7 +466,7 @@ func checkPerfetto(objs []map[string]any, b []byte) []error {
 		}
 		var a struct{ Args json.RawMessage }
 		json.Unmarshal(raw, &a)
-		if dups := duplicateKeys(a.Args); len(dups) > 0 {
+		if dups := rendertest.DuplicateKeys(a.Args); len(dups) > 0 {
 			errs = append(errs, fmt.Errorf("perfetto event %d (%s): args has keys %q twice: one value hides the other", len(events)+1, e["name"], dups))
 		}
 		events = append(events, e)
@@ -520,49 +521,6 @@ func checkPerfetto(objs []map[string]any, b []byte) []error {
 		}
 	}
 	return errs
-}
-
-// duplicateKeys returns the keys that an object in the JSON value v, at
-// any depth (the args object nested in a slice's args too), has more than
-// once.
-func duplicateKeys(v json.RawMessage) []string {
-	var dups []string
-	var walk func(d *json.Decoder) bool
-	walk = func(d *json.Decoder) bool {
-		t, err := d.Token()
-		if err != nil {
-			return false
-		}
-		switch t {
-		case json.Delim('{'):
-			seen := map[string]bool{}
-			for d.More() {
-				t, err := d.Token()
-				if err != nil {
-					return false
-				}
-				k, _ := t.(string)
-				if seen[k] {
-					dups = append(dups, k)
-				}
-				seen[k] = true
-				if !walk(d) {
-					return false
-				}
-			}
-			_, err = d.Token()
-		case json.Delim('['):
-			for d.More() {
-				if !walk(d) {
-					return false
-				}
-			}
-			_, err = d.Token()
-		}
-		return err == nil
-	}
-	walk(json.NewDecoder(bytes.NewReader(v)))
-	return dups
 }
 
 // checkStats checks the stats table's counts, errors and maximum latency

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/trawl-dev/trawl/internal/decode"
+	"github.com/trawl-dev/trawl/internal/render/rendertest"
 )
 
 // TestJSONValid checks that every line is a JSON object holding the schema's
@@ -219,7 +220,7 @@ func TestPerfettoArgNames(t *testing.T) {
 		if e.Ph == "M" {
 			continue
 		}
-		if dups := duplicateKeys(e.Args); len(dups) > 0 {
+		if dups := rendertest.DuplicateKeys(e.Args); len(dups) > 0 {
 			t.Errorf("%s: args has keys %q twice: one value hides the other: %s", e.Name, dups, e.Args)
 		}
 		got = append(got, e.Args)
@@ -239,49 +240,6 @@ func TestPerfettoArgNames(t *testing.T) {
 			t.Errorf("call %s: args %s\nwant %s", calls[i].Func, got[i], want[i])
 		}
 	}
-}
-
-// duplicateKeys returns the keys that an object in the JSON value v, at any
-// depth, has more than once.
-func duplicateKeys(v json.RawMessage) []string {
-	var dups []string
-	var walk func(d *json.Decoder) error
-	walk = func(d *json.Decoder) error {
-		t, err := d.Token()
-		if err != nil {
-			return err
-		}
-		switch t {
-		case json.Delim('{'):
-			seen := map[string]bool{}
-			for d.More() {
-				k, err := d.Token()
-				if err != nil {
-					return err
-				}
-				if seen[k.(string)] {
-					dups = append(dups, k.(string))
-				}
-				seen[k.(string)] = true
-				if err := walk(d); err != nil {
-					return err
-				}
-			}
-			_, err = d.Token()
-		case json.Delim('['):
-			for d.More() {
-				if err := walk(d); err != nil {
-					return err
-				}
-			}
-			_, err = d.Token()
-		}
-		return err
-	}
-	if err := walk(json.NewDecoder(bytes.NewReader(v))); err != nil {
-		return append(dups, "(invalid: "+err.Error()+")")
-	}
-	return dups
 }
 
 func compareFloat(a, b float64) int {
