@@ -300,7 +300,8 @@ static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 fu
 /* new_frame returns the frame of call c at depth d, to fill with its
  * slots and captures: the frames map's entry for the task and depth,
  * made from the per-CPU scratch frame the first time the task gets there.
- * Without one, the call is sent without its captures, flagged truncated. */
+ * Without one, the exit finds no frame of c's (frame_of counts the miss)
+ * and sends the call without its captures, flagged truncated. */
 static __always_inline struct frame *new_frame(struct call *c, __u32 d)
 {
 	__u64 id = bpf_get_current_pid_tgid();
@@ -308,15 +309,13 @@ static __always_inline struct frame *new_frame(struct call *c, __u32 d)
 	struct frame *f = bpf_map_lookup_elem(&frames, &key);
 	struct scratch *sc;
 
+	c->flags = CALL_FRAMED;
 	if (!f && (sc = get_scratch())) {
 		bpf_map_update_elem(&frames, &key, &sc->frame, BPF_ANY);
 		f = bpf_map_lookup_elem(&frames, &key);
 	}
-	if (!f) {
-		count(CNT_MISS_STORAGE);
+	if (!f)
 		return 0;
-	}
-	c->flags = CALL_FRAMED;
 	f->rec.entry_ts = c->entry_ts;
 	f->rec.func = c->func;
 	f->rec.flags = REC_ENTRY;
