@@ -9,61 +9,24 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cilium/ebpf/btf"
-
 	"github.com/trawl-dev/trawl"
-	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/kernel"
-	"github.com/trawl-dev/trawl/internal/plan"
 	"github.com/trawl-dev/trawl/internal/selector"
 )
 
-// trouble says why trawl.Open would fail as a whole on a selection with
-// fn, or "" if it would not: such functions are left out of the bench,
-// and the reasons are reported as bugs.
-func trouble(cat *kernel.Catalogue, fn *kernel.Function) string {
-	if fn.Proto == nil {
-		return ""
-	}
-	// fentry: cilium/ebpf refuses a BTF name several functions have
-	// (btf.ErrMultipleMatches), which the backend does not skip.
-	types, _ := cat.Spec(fn.Module).AnyTypesByName(fn.Proto.Name)
-	n := 0
-	for _, t := range types {
-		if _, ok := t.(*btf.Func); ok {
-			n++
-		}
-	}
-	if n > 1 {
-		return "several BTF functions of this name"
-	}
-	// kprobe backends: Wire fails on more slots than the program reads.
-	if p, err := plan.New(fn, plan.Options{}); err == nil && p.NumSlots > backend.MaxSlots {
-		return "more argument slots than trawl reads"
-	}
-	return ""
-}
-
 // eligible returns the names the attach bench picks from, in catalogue
 // (name) order: vmlinux functions that are traceable, have a prototype
-// and an address, are not on trawl's deny list and are no trouble. It
-// also returns the names of all functions that are trouble.
-func eligible(cat *kernel.Catalogue) (names, troubled []string) {
+// and an address and are not on trawl's deny list.
+func eligible(cat *kernel.Catalogue) []string {
+	var names []string
 	funcs := cat.Functions()
 	for i := range funcs {
 		fn := &funcs[i]
-		if !fn.Traceable || selector.Denied(fn) != "" {
-			continue
-		}
-		if trouble(cat, fn) != "" {
-			troubled = append(troubled, fn.Name)
-			continue
-		}
-		if fn.Module == "" && fn.Proto != nil && len(fn.Addrs) > 0 {
+		if fn.Traceable && selector.Denied(fn) == "" && fn.Module == "" && fn.Proto != nil && len(fn.Addrs) > 0 {
 			names = append(names, fn.Name)
 		}
 	}
-	return names, troubled
+	return names
 }
 
 // pick returns n names spread evenly over names, the same ones for the
@@ -147,17 +110,18 @@ func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns [
 }
 
 // benchAttach measures attaching sizes functions with every backend and
-// prints the table. names and troubled are what eligible returns. A size runs only when the open time per function at
-// the previous size predicts it takes less than budget: backends that load
-// a program per function are far too slow under TCG for thousands.
-func benchAttach(ctx context.Context, cat *kernel.Catalogue, names, troubled []string, sizes []int, budget time.Duration) error {
-	allPatterns := []string{"*", "!" + patternFor(troubled)}
+// prints the table. names are what eligible returns. A size runs only
+// when the open time per function at the previous size predicts it takes
+// less than budget: backends that load a program per function are far too
+// slow under TCG for thousands.
+func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []string, sizes []int, budget time.Duration) error {
+	allPatterns := []string{"*"}
 	all, err := selector.Select(cat, allPatterns)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("### Attach\n\n")
-	fmt.Printf("trawl.Open on N functions picked evenly from the %d vmlinux functions that are traceable, have a prototype and an address, are not on the deny list and are none of the %d functions on which trawl.Open fails as a whole (BTF names several functions share; more than 12 argument slots on kprobe backends), as one regexp pattern; then Close. \"all\" is the pattern `*` less those %d (%d functions). Open includes selecting (also shown alone), planning, loading and attaching. One run each; a size is not run when the time per function between the previous two sizes predicts more than %s.\n\n", len(names), len(troubled), len(troubled), len(all.Selected), budget)
+	fmt.Printf("trawl.Open on N functions picked evenly from the %d vmlinux functions that are traceable, have a prototype and an address, and are not on the deny list, as one regexp pattern; then Close. \"all\" is the pattern `*` (%d functions, modules included). Open includes selecting (also shown alone), planning, loading and attaching. One run each; a size is not run when the time per function between the previous two sizes predicts more than %s.\n\n", len(names), len(all.Selected), budget)
 	fmt.Println("| backend | N | selected | attached | select | open | open per added function | close |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for _, b := range backends {

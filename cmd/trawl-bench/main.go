@@ -36,31 +36,50 @@ import (
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
 
-// backends are the backends measured, in table order: every one but
-// auto. Backends the running kernel lacks show as "not supported".
-var backends = slices.DeleteFunc(slices.Clone(trawl.Backends), func(b string) bool { return b == trawl.BackendAuto })
+// allBackends are the backends measured by default, in table order: every
+// one but auto. Backends the running kernel lacks show as "not supported".
+var allBackends = slices.DeleteFunc(slices.Clone(trawl.Backends), func(b string) bool { return b == trawl.BackendAuto })
+
+// options are the command's flags.
+type options struct {
+	sizes      string
+	backends   []string
+	budget     time.Duration
+	rounds     int
+	callTarget time.Duration
+	skipAttach bool
+	skipCalls  bool
+	skipVs     bool
+	vsRounds   int
+}
 
 func main() {
-	var (
-		sizes      = flag.String("n", "10,100,1000,all", "function counts to attach, comma-separated; all means every traceable function")
-		budget     = flag.Duration("attach-budget", 6*time.Minute, "attach N functions only if the time per function between the previous two sizes predicts it takes less than this")
-		rounds     = flag.Int("rounds", 5, "rounds of per-call measurements")
-		callTarget = flag.Duration("call-time", 300*time.Millisecond, "time each per-call measurement aims to take")
-		skipAttach = flag.Bool("skip-attach", false, "skip the attach measurements")
-		skipCalls  = flag.Bool("skip-calls", false, "skip the per-call measurements")
-		skipVs     = flag.Bool("skip-bpftrace", false, "skip comparing trawl's fentry attach with bpftrace's")
-		vsRounds   = flag.Int("bpftrace-rounds", 2, "runs of each fentry vs bpftrace measurement; the fastest counts")
-	)
+	var o options
+	flag.StringVar(&o.sizes, "n", "10,100,1000,all", "function counts to attach, comma-separated; all means every traceable function")
+	backends := flag.String("backends", strings.Join(allBackends, ","), "backends to measure, comma-separated")
+	flag.DurationVar(&o.budget, "attach-budget", 6*time.Minute, "attach N functions only if the time per function between the previous two sizes predicts it takes less than this")
+	flag.IntVar(&o.rounds, "rounds", 5, "rounds of per-call measurements")
+	flag.DurationVar(&o.callTarget, "call-time", 300*time.Millisecond, "time each per-call measurement aims to take")
+	flag.BoolVar(&o.skipAttach, "skip-attach", false, "skip the attach measurements")
+	flag.BoolVar(&o.skipCalls, "skip-calls", false, "skip the per-call measurements")
+	flag.BoolVar(&o.skipVs, "skip-bpftrace", false, "skip comparing trawl's fentry attach with bpftrace's")
+	flag.IntVar(&o.vsRounds, "bpftrace-rounds", 2, "runs of each fentry vs bpftrace measurement; the fastest counts")
 	flag.Parse()
+	o.backends = strings.Split(*backends, ",")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *sizes, *budget, *rounds, *callTarget, *skipAttach, *skipCalls, *skipVs, *vsRounds); err != nil {
+	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "trawl-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, sizes string, budget time.Duration, rounds int, callTarget time.Duration, skipAttach, skipCalls, skipVs bool, vsRounds int) error {
+func run(ctx context.Context, o options) error {
+	for _, b := range o.backends {
+		if !slices.Contains(allBackends, b) {
+			return fmt.Errorf("unknown backend %q in -backends: want some of %s", b, strings.Join(allBackends, ", "))
+		}
+	}
 	start := time.Now()
 	cat, err := kernel.Live()
 	if err != nil {
@@ -74,25 +93,25 @@ func run(ctx context.Context, sizes string, budget time.Duration, rounds int, ca
 	fmt.Printf("Catalogue: %d functions, %d traceable; loaded in %s.\n\n", len(cat.Functions()), countTraceable(cat), round(loadTime))
 	// Per-call first: attaching thousands of functions is what may bring
 	// an emulated guest down.
-	if !skipCalls {
-		if err := benchCalls(ctx, cat, rounds, callTarget); err != nil {
+	if !o.skipCalls {
+		if err := benchCalls(ctx, cat, o.backends, o.rounds, o.callTarget); err != nil {
 			return err
 		}
 	}
-	if !skipAttach {
-		ns, err := parseSizes(sizes)
+	if !o.skipAttach {
+		ns, err := parseSizes(o.sizes)
 		if err != nil {
 			return err
 		}
-		names, troubled := eligible(cat)
-		if err := benchAttach(ctx, cat, names, troubled, ns, budget); err != nil {
+		names := eligible(cat)
+		if err := benchAttach(ctx, cat, o.backends, names, ns, o.budget); err != nil {
 			return err
 		}
-		if !skipVs {
-			if vsRounds < 1 {
-				return fmt.Errorf("-bpftrace-rounds must be at least 1, not %d", vsRounds)
+		if !o.skipVs && slices.Contains(o.backends, trawl.BackendFentry) {
+			if o.vsRounds < 1 {
+				return fmt.Errorf("-bpftrace-rounds must be at least 1, not %d", o.vsRounds)
 			}
-			if err := benchVersusBpftrace(ctx, cat, loadTime, names, ns, budget, vsRounds); err != nil {
+			if err := benchVersusBpftrace(ctx, cat, loadTime, names, ns, o.budget, o.vsRounds); err != nil {
 				return err
 			}
 		}

@@ -243,7 +243,7 @@ type callSamples struct {
 // benchCalls measures, in rounds, the time per call of callFunc with
 // nothing attached, with empty programs and with trawl, for each backend,
 // and prints the table. The measuring goroutine is pinned to CPU 0.
-func benchCalls(ctx context.Context, cat *kernel.Catalogue, rounds int, target time.Duration) error {
+func benchCalls(ctx context.Context, cat *kernel.Catalogue, backends []string, rounds int, target time.Duration) error {
 	fns := cat.Lookup(callFunc)
 	if len(fns) == 0 {
 		return fmt.Errorf("kernel has no %s", callFunc)
