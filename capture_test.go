@@ -179,6 +179,9 @@ func capture(t *testing.T, cfg trawl.Config) (map[string][]map[string]any, map[s
 	calls := readCalls(t, s, 2*time.Second)
 	st, _ = s.Stats()
 	t.Logf("stats: %+v", st)
+	if st.CookieLookups != 0 {
+		t.Errorf("the kprobe program found the function by its attach cookie %d times: the address table lacks the addresses bpf_get_func_ip gives", st.CookieLookups)
+	}
 	skipped := map[string]string{}
 	for reason, fns := range st.Skipped {
 		for _, fn := range fns {

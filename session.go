@@ -195,6 +195,11 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	if err := configure(spec, cfg, len(targets)); err != nil {
 		return nil, err
 	}
+	if kind == plan.Kprobe {
+		if err := backend.NewAddressTable(targets).Configure(spec); err != nil {
+			return nil, err
+		}
+	}
 	if err := flt.configure(spec, targets); err != nil {
 		return nil, err
 	}
@@ -349,9 +354,13 @@ type Stats struct {
 	// (pid, comm, cgroup), FilteredExpr by the --filter expression,
 	// FilteredExit by --min-duration and --errors.
 	Filtered, FilteredExpr, FilteredExit uint64
-	RecursionMisses                      map[string]uint64
-	Attached                             int
-	Skipped                              map[string][]string
+	// CookieLookups counts kprobe program runs that found their function
+	// by the attach cookie, the address table lacking its address: slower,
+	// and expected to stay 0.
+	CookieLookups   uint64
+	RecursionMisses map[string]uint64
+	Attached        int
+	Skipped         map[string][]string
 }
 
 // Stats reads the counters.
@@ -367,7 +376,7 @@ func (s *Session) Stats() (Stats, error) {
 			st.Skipped[r] = append(st.Skipped[r], fns...)
 		}
 	}
-	counters := []*uint64{&st.Calls, &st.Drops, &st.MissStorage, &st.MissDepth, &st.MissEntry, &st.MissExit, &st.Filtered, &st.FilteredExpr, &st.FilteredExit}
+	counters := []*uint64{&st.Calls, &st.Drops, &st.MissStorage, &st.MissDepth, &st.MissEntry, &st.MissExit, &st.Filtered, &st.FilteredExpr, &st.FilteredExit, &st.CookieLookups}
 	for i, dst := range counters {
 		var perCPU []uint64
 		if err := s.coll.Maps[bpf.CaptureMapCounters].Lookup(uint32(i), &perCPU); err != nil {

@@ -384,6 +384,9 @@ func checkCaptured(s *trawl.Session, want uint64) error {
 	if err != nil {
 		return err
 	}
+	if st.CookieLookups != 0 {
+		return fmt.Errorf("trawl's kprobe program found the function by its attach cookie %d times, not by address", st.CookieLookups)
+	}
 	if st.Calls != want || st.Drops != 0 || st.MissStorage+st.MissDepth+st.MissEntry+st.MissExit != 0 {
 		return fmt.Errorf("trawl captured %d of %d calls (drops %d, misses %d/%d/%d/%d)", st.Calls, want, st.Drops,
 			st.MissStorage, st.MissDepth, st.MissEntry, st.MissExit)

@@ -272,6 +272,9 @@ func summary(w io.Writer, st trawl.Stats) {
 		st.Filtered, st.FilteredExpr, st.FilteredExit)
 	fmt.Fprintf(w, "trawl: missed: %d entries without task storage, %d calls nested too deep, %d exits without entry, %d entries without exit\n",
 		st.MissStorage, st.MissDepth, st.MissEntry, st.MissExit)
+	if st.CookieLookups > 0 {
+		fmt.Fprintf(w, "trawl: %d kprobe runs found their function by the attach cookie, slower than by address\n", st.CookieLookups)
+	}
 	var progs []string
 	for p, n := range st.RecursionMisses {
 		progs = append(progs, fmt.Sprintf("%s %d", p, n))

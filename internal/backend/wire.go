@@ -15,6 +15,8 @@ const (
 	srcStack = 0x8000
 	capMem   = 1
 	capStr   = 2
+
+	planRegsInOrder = 1
 )
 
 // CapturedArgs returns the indexes of the arguments whose memory the BPF
@@ -58,6 +60,9 @@ func Wire(p *plan.Plan, arch plan.Arch) (bpf.CapturePlan, error) {
 			w.Src[a.Slot+s] = uint16(loc.Reg + s)
 		}
 	}
+	if inOrder(w, arch) {
+		w.Flags |= planRegsInOrder
+	}
 	for i, arg := range CapturedArgs(p) {
 		a := p.Args[arg]
 		c := &w.Caps[i]
@@ -68,4 +73,18 @@ func Wire(p *plan.Plan, arch plan.Arch) (bpf.CapturePlan, error) {
 		w.NrCaps++
 	}
 	return w, nil
+}
+
+// inOrder says whether every slot of w is the argument register of its
+// index, so that kprobes may copy the registers wholesale.
+func inOrder(w bpf.CapturePlan, arch plan.Arch) bool {
+	if int(w.NrSlots) > arch.ArgRegs() {
+		return false
+	}
+	for i := range w.NrSlots {
+		if w.Src[i] != uint16(i) {
+			return false
+		}
+	}
+	return true
 }

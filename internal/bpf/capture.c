@@ -28,6 +28,7 @@ volatile const __u64 filter_cgroup = 0; /* only tasks in this cgroup (v2 id) */
 volatile const __u64 min_duration = 0;  /* only calls this long (ns) */
 volatile const __u32 filter_errors = 0; /* only calls returning an error */
 volatile const __u32 filter_at = 0;     /* where trawl_filter runs: FILTER_AT_* */
+volatile const __u32 ip_bits = 1;       /* func_ips has 1 << ip_bits entries */
 
 /* armed is set by the loader once every link is attached. Until then an
  * exit without its entry is a call that was in flight while attaching (the
@@ -70,6 +71,15 @@ struct {
 	__type(value, __u8);
 } pids SEC(".maps");
 
+/* The address table of the kprobe backends: function addresses, placed
+ * by the loader at their hash or up to IP_MAX_PROBES - 1 entries after. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2); /* resized by the loader */
+	__type(key, __u32);
+	__type(value, struct ip_func);
+} func_ips SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, CNT_MAX);
@@ -111,6 +121,31 @@ static __always_inline struct scratch *get_scratch(void)
 {
 	__u32 zero = 0;
 	return bpf_map_lookup_elem(&scratches, &zero);
+}
+
+/* func_at returns the function a kprobe program runs for, found by its
+ * address ip (bpf_get_func_ip) in the address table. The attach cookie
+ * says the same, but a kprobe.multi link finds it by a binary search of
+ * its addresses, with an indirect call per step: 80 instructions with
+ * one function attached (amd64-7.3), more with thousands; the table takes
+ * about 20 whatever their number. An address the table lacks falls back
+ * to the cookie, counted. */
+static __always_inline __u32 func_at(void *ctx, __u64 ip)
+{
+	__u32 mask = (1U << ip_bits) - 1;
+	__u32 h = (ip * IP_HASH_MUL) >> (64 - ip_bits);
+
+	for (int i = 0; i < IP_MAX_PROBES; i++) {
+		__u32 k = (h + i) & mask;
+		struct ip_func *e = bpf_map_lookup_elem(&func_ips, &k);
+
+		if (!e || !e->ip)
+			break;
+		if (e->ip == ip)
+			return e->func;
+	}
+	count(CNT_COOKIE_LOOKUPS);
+	return bpf_get_attach_cookie(ctx);
 }
 
 /* Filters. Every backend gets them through shared helpers, so a new
@@ -265,10 +300,11 @@ static __noinline __u64 trawl_nr_caps(const struct plan *p)
 	return n;
 }
 
-/* push starts a call on the task's shadow stack and returns it, with its
- * depth in *dp, or 0 when the call is not traced (filtered, no storage or
- * too deep). *sp is set once the shadow's depth counts the call. */
-static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 func)
+/* push starts a call of func, planned by p, on the task's shadow stack
+ * and returns it, with its depth in *dp, or 0 when the call is not traced
+ * (filtered, no storage or too deep). *sp is set once the shadow's depth
+ * counts the call. */
+static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 func, const struct plan *p)
 {
 	struct shadow *s;
 	struct call *c;
@@ -293,6 +329,7 @@ static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 fu
 	c = &s->calls[slot_of(d)];
 	c->func = func;
 	c->flags = 0;
+	c->nr_slots = p->nr_slots;
 	c->entry_ts = bpf_ktime_get_ns();
 	return c;
 }
@@ -338,12 +375,21 @@ static __always_inline struct frame *frame_of(struct call *c, __u32 d)
 	return f;
 }
 
-/* pop finds the call that returns, the innermost call of func, and
- * returns it with its depth in *dp. Calls above it are calls whose exit
- * was missed. Without one, the entry was missed or not traced. */
-static __always_inline struct call *pop(__u32 func, __u32 *dp)
+/* is_call says whether c is a call of the function that returns, known
+ * by its address to kprobes and by its id to trampolines. */
+static __always_inline int is_call(struct call *c, __u64 key, int kprobe)
+{
+	return kprobe ? c->ip == key : c->func == key;
+}
+
+/* pop finds the call that returns, the innermost call of the function
+ * (key as for is_call), and returns it with its depth in *dp. Calls above
+ * it are calls whose exit was missed. Without one, the entry was missed or
+ * not traced. */
+static __always_inline struct call *pop(__u64 key, int kprobe, __u32 *dp)
 {
 	struct shadow *s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	struct call *c;
 	__u32 d;
 
 	if (!s || !s->depth)
@@ -354,16 +400,21 @@ static __always_inline struct call *pop(__u32 func, __u32 *dp)
 		s->depth--;
 		return 0;
 	}
+	/* Most often the call on top: try it before the search. */
+	c = &s->calls[slot_of(d - 1)];
+	if (is_call(c, key, kprobe)) {
+		s->depth = *dp = d - 1;
+		return c;
+	}
 	for (int i = 0; i < MAX_DEPTH; i++) {
 		if (d == 0)
 			break;
 		d--;
-		if (s->calls[slot_of(d)].func == func) {
-			if (s->depth - d > 1)
-				count(CNT_MISS_EXIT);
-			s->depth = d;
-			*dp = d;
-			return &s->calls[slot_of(d)];
+		c = &s->calls[slot_of(d)];
+		if (is_call(c, key, kprobe)) {
+			count(CNT_MISS_EXIT);
+			s->depth = *dp = d;
+			return c;
 		}
 	}
 	return 0;
@@ -437,11 +488,10 @@ static __always_inline void emit(struct frame *f, __u64 ret)
 static __always_inline void send(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe)
 {
 	__u64 now = bpf_ktime_get_ns();
-	const struct plan *p = bpf_map_lookup_elem(&plans, &c->func);
 	struct record *r;
 
 	count(CNT_CALLS);
-	if (!p || !exit_passes(c->func, now - c->entry_ts, ret))
+	if (!exit_passes(c->func, now - c->entry_ts, ret))
 		return;
 	if (filter_at) {
 		/* A filter expression with no frame to read. */
@@ -459,7 +509,7 @@ static __always_inline void send(void *ctx, struct call *c, __u32 d, __u64 ret, 
 	for (int i = 0; i < MAX_SLOTS; i++) {
 		__u64 v = 0;
 
-		if (i >= p->nr_slots)
+		if (i >= c->nr_slots)
 			break;
 		if (kprobe)
 			v = c->slots[i];
@@ -510,22 +560,30 @@ static __always_inline void finish(void *ctx, struct call *c, __u32 d, __u64 ret
 		send(ctx, c, d, ret, kprobe);
 }
 
-/* finish_exit sends the call of func that returns, or an exit without its
- * entry. */
-static __always_inline void finish_exit(void *ctx, __u32 func, __u64 ret, int kprobe)
+/* finish_exit sends the call that returns, or an exit without its entry. */
+static __always_inline void finish_exit(void *ctx, __u64 ret, int kprobe)
 {
+	__u64 key = kprobe ? bpf_get_func_ip(ctx) : bpf_get_attach_cookie(ctx);
 	__u32 d = 0;
-	struct call *c = pop(func, &d);
+	struct call *c = pop(key, kprobe, &d);
 
 	if (c)
 		finish(ctx, c, d, ret, kprobe);
 	else
-		exit_only(func, ret);
+		exit_only(kprobe ? func_at(ctx, key) : key, ret);
 }
 
+/* plan_of finds a trampoline program's plan by its attach cookie. */
 static __always_inline const struct plan *plan_of(void *ctx, __u32 *func)
 {
 	*func = bpf_get_attach_cookie(ctx);
+	return bpf_map_lookup_elem(&plans, func);
+}
+
+/* kprobe_plan finds a kprobe program's plan by the function's address. */
+static __always_inline const struct plan *kprobe_plan(void *ctx, __u64 ip, __u32 *func)
+{
+	*func = func_at(ctx, ip);
 	return bpf_map_lookup_elem(&plans, func);
 }
 
@@ -543,7 +601,7 @@ static __always_inline void trampoline_slots(void *ctx, __u64 *slots, const stru
  * the trampoline's ctx, or from c for kprobes. */
 static __always_inline void enter(void *ctx, struct call *c, __u32 d, const struct plan *p, int kprobe)
 {
-	__u64 nr_caps = trawl_nr_caps(p);
+	__u64 nr_caps = kprobe ? p->nr_caps : trawl_nr_caps(p);
 	struct frame *f;
 
 	/* A call needs a frame to copy memory, or to give a --filter
@@ -567,7 +625,7 @@ int fentry_capture(void *ctx)
 	__u32 func, d;
 
 	p = plan_of(ctx, &func);
-	if (p && (c = push(&s, &d, func)))
+	if (p && (c = push(&s, &d, func, p)))
 		enter(ctx, c, d, p, 0);
 	return 0;
 }
@@ -578,14 +636,16 @@ int fexit_capture(void *ctx)
 	__u64 ret = 0;
 
 	bpf_get_func_ret(ctx, &ret);
-	finish_exit(ctx, bpf_get_attach_cookie(ctx), ret, 0);
+	finish_exit(ctx, ret, 0);
 	return 0;
 }
 
 
-/* kprobe_slots reads the argument slots from the registers, or from the
- * stack for arguments the ABI puts there. */
-static __always_inline void kprobe_slots(void *ctx, __u64 *slots, const struct plan *p)
+/* kprobe_moved_slots reads the slots of a plan whose slots are not the
+ * argument registers in order: from the registers, or from the stack for
+ * arguments the ABI puts there. Not inlined, so that the common case does
+ * not pay for its registers. */
+static __noinline void kprobe_moved_slots(void *ctx, __u64 *slots, const struct plan *p)
 {
 	for (int i = 0; i < MAX_SLOTS; i++) {
 		if (i >= p->nr_slots)
@@ -598,17 +658,29 @@ static __always_inline void kprobe_slots(void *ctx, __u64 *slots, const struct p
 	}
 }
 
+/* kprobe_slots reads the argument slots: all argument registers at once
+ * when the slots are those registers in order, as most often. */
+static __always_inline void kprobe_slots(void *ctx, __u64 *slots, const struct plan *p)
+{
+	if (p->flags & PLAN_REGS_IN_ORDER)
+		copy_arg_regs(ctx, slots);
+	else
+		kprobe_moved_slots(ctx, slots, p);
+}
+
 SEC("kprobe.multi")
 int kprobe_capture(void *ctx)
 {
+	__u64 ip = bpf_get_func_ip(ctx);
 	struct shadow *s;
 	const struct plan *p;
 	struct call *c;
 	__u32 func, d;
 
-	p = plan_of(ctx, &func);
-	if (!p || !(c = push(&s, &d, func)))
+	p = kprobe_plan(ctx, ip, &func);
+	if (!p || !(c = push(&s, &d, func, p)))
 		return 0;
+	c->ip = ip;
 	kprobe_slots(ctx, c->slots, p);
 	enter(ctx, c, d, p, 1);
 	return 0;
@@ -617,7 +689,7 @@ int kprobe_capture(void *ctx)
 SEC("kretprobe.multi")
 int kretprobe_capture(void *ctx)
 {
-	finish_exit(ctx, bpf_get_attach_cookie(ctx), ctx_u64(ctx, REG_RET), 1);
+	finish_exit(ctx, ctx_u64(ctx, REG_RET), 1);
 	return 0;
 }
 
@@ -653,7 +725,7 @@ extern __u64 *bpf_session_cookie(void *ctx) __ksym;
 /* session_entry pushes a call for func and notes its depth in the
  * session cookie. It returns the call, with its depth in *dp, or 0 with
  * *skip set when the exit run is not needed. */
-static __always_inline struct call *session_entry(void *ctx, __u32 func, __u32 *dp, int *skip)
+static __always_inline struct call *session_entry(void *ctx, __u32 func, const struct plan *p, __u32 *dp, int *skip)
 {
 	__u64 *cookie = bpf_session_cookie(ctx);
 	struct shadow *s = 0;
@@ -663,7 +735,7 @@ static __always_inline struct call *session_entry(void *ctx, __u32 func, __u32 *
 	if (!cookie)
 		return 0;
 	*cookie = 0;
-	c = push(&s, dp, func);
+	c = push(&s, dp, func, p);
 	if (!s)
 		return 0; /* filtered, or no task storage: nothing to pop */
 	*cookie = s->depth; /* depth + 1 of this call */
@@ -706,7 +778,7 @@ int fsession_capture(void *ctx)
 		return 0;
 	}
 	p = plan_of(ctx, &func);
-	if (p && (c = session_entry(ctx, func, &d, &skip)))
+	if (p && (c = session_entry(ctx, func, p, &d, &skip)))
 		enter(ctx, c, d, p, 0);
 	return 0;
 }
@@ -723,10 +795,10 @@ int kprobe_session_capture(void *ctx)
 		session_exit(ctx, ctx_u64(ctx, REG_RET), 1);
 		return 0;
 	}
-	p = plan_of(ctx, &func);
+	p = kprobe_plan(ctx, bpf_get_func_ip(ctx), &func);
 	if (!p)
 		return 1;
-	c = session_entry(ctx, func, &d, &skip);
+	c = session_entry(ctx, func, p, &d, &skip);
 	if (!c)
 		return skip;
 	kprobe_slots(ctx, c->slots, p);

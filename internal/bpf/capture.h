@@ -33,12 +33,16 @@ enum err_kind {
 	ERR_PTR = 2,  /* a pointer: NULL or ERR_PTR(-4095..-1) */
 };
 
+/* Flags of a plan. */
+#define PLAN_REGS_IN_ORDER 1 /* kprobes: slot i is argument register i, for every slot */
+
 /* plan is what the program needs to know about one function. */
 struct plan {
 	__u8 nr_slots;
 	__u8 nr_caps;
 	__u8 err_kind;
 	__u8 ret_size;
+	__u16 flags; /* PLAN_* */
 	__u16 src[MAX_SLOTS];
 	struct cap caps[MAX_CAPS];
 };
@@ -80,14 +84,17 @@ struct frame {
 _Static_assert(sizeof(struct frame) == FRAME_SIZE, "frame size");
 _Static_assert(FRAME_SIZE - sizeof(struct record) >= MAX_DATA + MAX_CAP, "frame data");
 
-/* call is one call in flight: its function, entry time and, for the
- * kprobe backends (whose registers are gone at exit), its argument slots.
- * Trampolines keep the arguments for the exit, so their calls leave
- * slots unset. */
+/* call is one call in flight: its function, entry time, slot count and,
+ * for the kprobe backends (whose registers are gone at exit), its address
+ * and argument slots. Trampolines keep the arguments for the exit, so
+ * their calls leave slots unset. */
 struct call {
 	__u64 entry_ts;
+	__u64 ip; /* kprobes: the function's address, which pairs the exit */
 	__u32 func;
-	__u32 flags; /* CALL_* */
+	__u8 flags; /* CALL_* */
+	__u8 nr_slots;
+	__u16 pad;
 	__u64 slots[MAX_SLOTS];
 };
 
@@ -110,6 +117,17 @@ struct shadow {
 
 _Static_assert(sizeof(struct shadow) <= 2048, "shadow size");
 
+/* ip_func is one entry of the address table, in which kprobe programs
+ * find the function of an address (see func_at in capture.c). */
+struct ip_func {
+	__u64 ip;
+	__u32 func;
+	__u32 pad;
+};
+
+#define IP_HASH_MUL 0x9E3779B97F4A7C15ULL /* 2^64 / golden ratio */
+#define IP_MAX_PROBES 8 /* table slots tried from an address's hash */
+
 /* frame_key finds a frame in the frames map: the task and the depth. */
 struct frame_key {
 	__u32 tid;
@@ -127,6 +145,7 @@ enum counter {
 	CNT_FILTERED,     /* entries a task filter (pid, comm, cgroup) dropped */
 	CNT_FILTERED_EXPR, /* calls the --filter expression dropped */
 	CNT_FILTERED_EXIT, /* calls --min-duration or --errors dropped */
+	CNT_COOKIE_LOOKUPS, /* kprobe runs whose address was not in the table */
 	CNT_MAX,
 };
 

@@ -25,12 +25,20 @@ type CaptureFrameKey struct {
 	Depth uint32
 }
 
+type CaptureIpFunc struct {
+	_    structs.HostLayout
+	Ip   uint64
+	Func uint32
+	Pad  uint32
+}
+
 type CapturePlan struct {
 	_       structs.HostLayout
 	NrSlots uint8
 	NrCaps  uint8
 	ErrKind uint8
 	RetSize uint8
+	Flags   uint16
 	Src     [12]uint16
 	Caps    [12]struct {
 		_    structs.HostLayout
@@ -71,8 +79,11 @@ type CaptureShadow struct {
 	Calls [16]struct {
 		_       structs.HostLayout
 		EntryTs uint64
+		Ip      uint64
 		Func    uint32
-		Flags   uint32
+		Flags   uint8
+		NrSlots uint8
+		Pad     uint16
 		Slots   [12]uint64
 	}
 }
@@ -84,6 +95,7 @@ const (
 	CaptureMapCounters              = "counters"
 	CaptureMapEvents                = "events"
 	CaptureMapFrames                = "frames"
+	CaptureMapFuncIps               = "func_ips"
 	CaptureMapPids                  = "pids"
 	CaptureMapPlans                 = "plans"
 	CaptureMapScratches             = "scratches"
@@ -101,6 +113,7 @@ const (
 	CaptureVarFilterComm            = "filter_comm"
 	CaptureVarFilterErrors          = "filter_errors"
 	CaptureVarFilterPids            = "filter_pids"
+	CaptureVarIpBits                = "ip_bits"
 	CaptureVarMinDuration           = "min_duration"
 )
 
@@ -162,6 +175,7 @@ type CaptureMapSpecs struct {
 	Counters  *ebpf.MapSpec `ebpf:"counters"`
 	Events    *ebpf.MapSpec `ebpf:"events"`
 	Frames    *ebpf.MapSpec `ebpf:"frames"`
+	FuncIps   *ebpf.MapSpec `ebpf:"func_ips"`
 	Pids      *ebpf.MapSpec `ebpf:"pids"`
 	Plans     *ebpf.MapSpec `ebpf:"plans"`
 	Scratches *ebpf.MapSpec `ebpf:"scratches"`
@@ -178,6 +192,7 @@ type CaptureVariableSpecs struct {
 	FilterComm   *ebpf.VariableSpec `ebpf:"filter_comm"`
 	FilterErrors *ebpf.VariableSpec `ebpf:"filter_errors"`
 	FilterPids   *ebpf.VariableSpec `ebpf:"filter_pids"`
+	IpBits       *ebpf.VariableSpec `ebpf:"ip_bits"`
 	MinDuration  *ebpf.VariableSpec `ebpf:"min_duration"`
 }
 
@@ -204,6 +219,7 @@ type CaptureMaps struct {
 	Counters  *ebpf.Map `ebpf:"counters"`
 	Events    *ebpf.Map `ebpf:"events"`
 	Frames    *ebpf.Map `ebpf:"frames"`
+	FuncIps   *ebpf.Map `ebpf:"func_ips"`
 	Pids      *ebpf.Map `ebpf:"pids"`
 	Plans     *ebpf.Map `ebpf:"plans"`
 	Scratches *ebpf.Map `ebpf:"scratches"`
@@ -215,6 +231,7 @@ func (m *CaptureMaps) Close() error {
 		m.Counters,
 		m.Events,
 		m.Frames,
+		m.FuncIps,
 		m.Pids,
 		m.Plans,
 		m.Scratches,
@@ -232,6 +249,7 @@ type CaptureVariables struct {
 	FilterComm   *ebpf.Variable `ebpf:"filter_comm"`
 	FilterErrors *ebpf.Variable `ebpf:"filter_errors"`
 	FilterPids   *ebpf.Variable `ebpf:"filter_pids"`
+	IpBits       *ebpf.Variable `ebpf:"ip_bits"`
 	MinDuration  *ebpf.Variable `ebpf:"min_duration"`
 }
 

@@ -45,6 +45,19 @@ static __always_inline __u64 arg_reg(void *ctx, __u32 i)
 	}
 	return 0;
 }
+
+/* copy_arg_regs copies every argument register into slots[0...5]: one
+ * load and one store each, where arg_reg(ctx, i) in a loop goes through
+ * the switch. */
+static __always_inline void copy_arg_regs(void *ctx, __u64 *slots)
+{
+	slots[0] = ctx_u64(ctx, 112);
+	slots[1] = ctx_u64(ctx, 104);
+	slots[2] = ctx_u64(ctx, 96);
+	slots[3] = ctx_u64(ctx, 88);
+	slots[4] = ctx_u64(ctx, 72);
+	slots[5] = ctx_u64(ctx, 64);
+}
 #elif defined(__TARGET_ARCH_arm64)
 #define REG_SP 248 /* sp, after regs[31] */
 #define REG_RET 0  /* x0 */
@@ -63,6 +76,19 @@ static __always_inline __u64 arg_reg(void *ctx, __u32 i)
 	case 7: return ctx_u64(ctx, 56);
 	}
 	return 0;
+}
+
+/* copy_arg_regs copies every argument register into slots[0...7]. */
+static __always_inline void copy_arg_regs(void *ctx, __u64 *slots)
+{
+	slots[0] = ctx_u64(ctx, 0);
+	slots[1] = ctx_u64(ctx, 8);
+	slots[2] = ctx_u64(ctx, 16);
+	slots[3] = ctx_u64(ctx, 24);
+	slots[4] = ctx_u64(ctx, 32);
+	slots[5] = ctx_u64(ctx, 40);
+	slots[6] = ctx_u64(ctx, 48);
+	slots[7] = ctx_u64(ctx, 56);
 }
 #else
 #error "trawl's kprobe programs know the registers of x86-64 and arm64 only"
