@@ -128,7 +128,7 @@ static __always_inline struct scratch *get_scratch(void)
  * says the same, but a kprobe.multi link finds it by a binary search of
  * its addresses, with an indirect call per step: 80 instructions with
  * one function attached (amd64-7.3), more with thousands; the table takes
- * about 20 whatever their number. An address the table lacks falls back
+ * about 27 whatever their number. An address the table lacks falls back
  * to the cookie, counted. */
 static __always_inline __u32 func_at(void *ctx, __u64 ip)
 {
@@ -290,7 +290,8 @@ static __always_inline __u32 slot_of(__u32 d)
  * body with "r0 = N; exit", N the function's count: being static, it is
  * verified as part of its caller, which then knows N and walks the
  * capture loop N times rather than MAX_CAPS. Programs serving many
- * functions keep this body. */
+ * functions keep this body; kprobe programs, verified once, read
+ * p->nr_caps without the call. */
 static __noinline __u64 trawl_nr_caps(const struct plan *p)
 {
 	__u64 n = p->nr_caps;
