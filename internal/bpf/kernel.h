@@ -28,70 +28,40 @@ static __always_inline void read_comm(struct task_struct *t, __u64 name[2])
  * refuses for ctx. A plan names argument registers by index. */
 #define ctx_u64(ctx, off) ({ __u64 __v; asm volatile("%0 = *(u64 *)(%1 + %2)" : "=r"(__v) : "r"(ctx), "i"(off)); __v; })
 
+/* ARG_REGS(X) calls X(index, offset in ctx) for each argument register. */
 #if defined(__TARGET_ARCH_x86)
 #define REG_SP 152 /* sp */
 #define REG_RET 80 /* ax */
-
-/* arg_reg reads argument register i: di, si, dx, cx, r8, r9. */
-static __always_inline __u64 arg_reg(void *ctx, __u32 i)
-{
-	switch (i) {
-	case 0: return ctx_u64(ctx, 112);
-	case 1: return ctx_u64(ctx, 104);
-	case 2: return ctx_u64(ctx, 96);
-	case 3: return ctx_u64(ctx, 88);
-	case 4: return ctx_u64(ctx, 72);
-	case 5: return ctx_u64(ctx, 64);
-	}
-	return 0;
-}
-
-/* copy_arg_regs copies every argument register into slots[0...5]: one
- * load and one store each, where arg_reg(ctx, i) in a loop goes through
- * the switch. */
-static __always_inline void copy_arg_regs(void *ctx, __u64 *slots)
-{
-	slots[0] = ctx_u64(ctx, 112);
-	slots[1] = ctx_u64(ctx, 104);
-	slots[2] = ctx_u64(ctx, 96);
-	slots[3] = ctx_u64(ctx, 88);
-	slots[4] = ctx_u64(ctx, 72);
-	slots[5] = ctx_u64(ctx, 64);
-}
+/* di, si, dx, cx, r8, r9 */
+#define ARG_REGS(X) X(0, 112) X(1, 104) X(2, 96) X(3, 88) X(4, 72) X(5, 64)
 #elif defined(__TARGET_ARCH_arm64)
 #define REG_SP 248 /* sp, after regs[31] */
 #define REG_RET 0  /* x0 */
-
-/* arg_reg reads argument register i: x0-x7. */
-static __always_inline __u64 arg_reg(void *ctx, __u32 i)
-{
-	switch (i) {
-	case 0: return ctx_u64(ctx, 0);
-	case 1: return ctx_u64(ctx, 8);
-	case 2: return ctx_u64(ctx, 16);
-	case 3: return ctx_u64(ctx, 24);
-	case 4: return ctx_u64(ctx, 32);
-	case 5: return ctx_u64(ctx, 40);
-	case 6: return ctx_u64(ctx, 48);
-	case 7: return ctx_u64(ctx, 56);
-	}
-	return 0;
-}
-
-/* copy_arg_regs copies every argument register into slots[0...7]. */
-static __always_inline void copy_arg_regs(void *ctx, __u64 *slots)
-{
-	slots[0] = ctx_u64(ctx, 0);
-	slots[1] = ctx_u64(ctx, 8);
-	slots[2] = ctx_u64(ctx, 16);
-	slots[3] = ctx_u64(ctx, 24);
-	slots[4] = ctx_u64(ctx, 32);
-	slots[5] = ctx_u64(ctx, 40);
-	slots[6] = ctx_u64(ctx, 48);
-	slots[7] = ctx_u64(ctx, 56);
-}
+/* x0-x7 */
+#define ARG_REGS(X) X(0, 0) X(1, 8) X(2, 16) X(3, 24) X(4, 32) X(5, 40) X(6, 48) X(7, 56)
 #else
 #error "trawl's kprobe programs know the registers of x86-64 and arm64 only"
 #endif
+
+/* arg_reg reads argument register i. */
+static __always_inline __u64 arg_reg(void *ctx, __u32 i)
+{
+#define ARG_REG_CASE(i, off) case i: return ctx_u64(ctx, off);
+	switch (i) {
+	ARG_REGS(ARG_REG_CASE)
+	}
+	return 0;
+#undef ARG_REG_CASE
+}
+
+/* copy_arg_regs copies every argument register i into slots[i]: one load
+ * and one store each, where arg_reg(ctx, i) in a loop goes through the
+ * switch. */
+static __always_inline void copy_arg_regs(void *ctx, __u64 *slots)
+{
+#define COPY_ARG_REG(i, off) slots[i] = ctx_u64(ctx, off);
+	ARG_REGS(COPY_ARG_REG)
+#undef COPY_ARG_REG
+}
 
 #endif
