@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/trawl-dev/trawl"
@@ -93,13 +94,15 @@ func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns [
 	r.selected = len(sel.Selected)
 
 	start = time.Now()
-	s, err := trawl.Open(ctx, trawl.Config{Patterns: patterns, Backend: b})
+	s, err := trawl.Open(ctx, trawl.Config{Patterns: patterns, Backend: b, Progress: progress(b, start)})
 	if err != nil {
 		return r, err
 	}
 	r.open = time.Since(start)
 	st, err := s.Stats()
 	r.attached, r.skipped = st.Attached, st.Skipped
+	// Said before closing, which may take as long as opening.
+	fmt.Fprintf(os.Stderr, "trawl-bench: %s: %d of %d attached in %s\n", b, r.attached, r.selected, round(r.open))
 	start = time.Now()
 	if cerr := s.Close(); err == nil {
 		err = cerr
@@ -107,6 +110,22 @@ func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns [
 	r.close = time.Since(start)
 	runtime.GC() // return the programs' memory before the next size
 	return r, err
+}
+
+// progress tells on stderr how attaching goes, each tenth of the way:
+// under TCG, attaching thousands of functions one by one takes hours.
+// Backends may call it from several goroutines.
+func progress(b string, start time.Time) func(done, total int) {
+	var mu sync.Mutex
+	next := 0
+	return func(done, total int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if done >= next {
+			fmt.Fprintf(os.Stderr, "trawl-bench: %s: %d of %d handled after %s\n", b, done, total, round(time.Since(start)))
+			next = done + max(total/10, 1)
+		}
+	}
 }
 
 // benchAttach measures attaching sizes functions with every backend and
