@@ -55,6 +55,9 @@ func patternFor(names []string) string {
 type attachResult struct {
 	selected, attached int
 	sel, open, close   time.Duration
+	// kernelMem is how much kernel memory the open session holds, in
+	// bytes (-1: unknown).
+	kernelMem int64
 	// skipped are the selected functions left out, by reason.
 	skipped map[string][]string
 }
@@ -93,12 +96,17 @@ func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns [
 	r.sel = time.Since(start)
 	r.selected = len(sel.Selected)
 
+	memBefore, memErr := kernelMemory()
 	start = time.Now()
 	s, err := trawl.Open(ctx, trawl.Config{Patterns: patterns, Backend: b, Progress: progress(b, start)})
 	if err != nil {
 		return r, err
 	}
 	r.open = time.Since(start)
+	r.kernelMem = -1
+	if memAfter, err := kernelMemory(); err == nil && memErr == nil {
+		r.kernelMem = memAfter - memBefore
+	}
 	st, err := s.Stats()
 	r.attached, r.skipped = st.Attached, st.Skipped
 	// Said before closing, which may take as long as opening.
@@ -110,6 +118,37 @@ func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns [
 	r.close = time.Since(start)
 	runtime.GC() // return the programs' memory before the next size
 	return r, err
+}
+
+// kernelMemory returns the kernel memory that BPF programs, maps, BTF and
+// trampolines live in: slab, vmalloc and per-CPU memory, from
+// /proc/meminfo, in bytes.
+func kernelMemory() (int64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, line := range strings.Split(string(b), "\n") {
+		var kb int64
+		for _, field := range []string{"Slab:", "VmallocUsed:", "Percpu:"} {
+			if rest, ok := strings.CutPrefix(line, field); ok {
+				if _, err := fmt.Sscan(rest, &kb); err != nil {
+					return 0, fmt.Errorf("/proc/meminfo: %q: %w", line, err)
+				}
+				total += kb << 10
+			}
+		}
+	}
+	return total, nil
+}
+
+// megabytes writes n bytes in MB, "" when unknown.
+func megabytes(n int64) string {
+	if n < 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
 }
 
 // progress tells on stderr how attaching goes, each tenth of the way:
@@ -140,9 +179,9 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []s
 		return err
 	}
 	fmt.Printf("### Attach\n\n")
-	fmt.Printf("trawl.Open on N functions picked evenly from the %d vmlinux functions that are traceable, have a prototype and an address, and are not on the deny list, as one regexp pattern; then Close. \"all\" is the pattern `*` (%d functions, modules included). Open includes selecting (also shown alone), planning, loading and attaching. One run each; a size is not run when the time per function between the previous two sizes predicts more than %s.\n\n", len(names), len(all.Selected), budget)
-	fmt.Println("| backend | N | selected | attached | select | open | open per added function | close |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	fmt.Printf("trawl.Open on N functions picked evenly from the %d vmlinux functions that are traceable, have a prototype and an address, and are not on the deny list, as one regexp pattern; then Close. \"all\" is the pattern `*` (%d functions, modules included). Open includes selecting (also shown alone), planning, loading and attaching. Kernel memory is how much slab, vmalloc and per-CPU memory (/proc/meminfo) grew from before Open to after it. One run each; a size is not run when the time per function between the previous two sizes predicts more than %s.\n\n", len(names), len(all.Selected), budget)
+	fmt.Println("| backend | N | selected | attached | select | open | open per added function | close | kernel memory |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, b := range backends {
 		var p predictor
 		for _, n := range sizes {
@@ -154,21 +193,21 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []s
 				patterns, want = []string{patternFor(pick(names, n))}, min(n, len(names))
 			}
 			if est := p.estimate(want); est > budget {
-				fmt.Printf("| %s | %s | %d | | | not run: about %s predicted | | |\n", b, label, want, round(est))
+				fmt.Printf("| %s | %s | %d | | | not run: about %s predicted | | | |\n", b, label, want, round(est))
 				continue
 			}
 			r, err := attachOnce(ctx, cat, b, patterns)
 			if err != nil && notSupported(err) && p.perFunc == 0 {
-				fmt.Printf("| %s | | | | | not supported by this kernel (%s) | | |\n", b, oneLine(err))
+				fmt.Printf("| %s | | | | | not supported by this kernel (%s) | | | |\n", b, oneLine(err))
 				break
 			}
 			if err != nil {
-				fmt.Printf("| %s | %s | %d | | | error: %s | | |\n", b, label, r.selected, oneLine(err))
+				fmt.Printf("| %s | %s | %d | | | error: %s | | | |\n", b, label, r.selected, oneLine(err))
 				fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: %v\n", b, label, err)
 				break
 			}
 			p.add(r.attached, r.open)
-			fmt.Printf("| %s | %s | %d | %d | %s | %s | %s | %s |\n", b, label, r.selected, r.attached, round(r.sel), round(r.open), round(p.perFunc), round(r.close))
+			fmt.Printf("| %s | %s | %d | %d | %s | %s | %s | %s | %s |\n", b, label, r.selected, r.attached, round(r.sel), round(r.open), round(p.perFunc), round(r.close), megabytes(r.kernelMem))
 			fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: open %s, close %s, %d attached\n", b, label, round(r.open), round(r.close), r.attached)
 		}
 	}
