@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/selector"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
@@ -29,6 +30,22 @@ import (
 //	TRAWL_ATTACH_ALL=1 go test -timeout 40m -run TestAttachAll \
 //		-exec "$PWD/bin/vmrun -kernel amd64-7.3 -smp 1 -timeout 40m" .
 const attachAllEnv = "TRAWL_ATTACH_ALL"
+
+// TestFentryTooMany checks that fentry on every function is refused before
+// anything is loaded, rather than running the guest (1 GB) out of memory,
+// as it did at about 7000 functions.
+func TestFentryTooMany(t *testing.T) {
+	guest.Require(t)
+	s, err := trawl.Open(t.Context(), trawl.Config{Patterns: []string{"*"}, Backend: trawl.BackendFentry})
+	if err == nil {
+		s.Close()
+		t.Fatal("fentry on every function was not refused")
+	}
+	if !errors.Is(err, backend.ErrNotEnoughMemory) {
+		t.Fatalf("fentry on every function: %v, want ErrNotEnoughMemory", err)
+	}
+	t.Log(err)
+}
 
 // TestAttachAll attaches the capture program to every traceable function
 // with the backends that take them all in one link, traces a little, and

@@ -121,26 +121,13 @@ func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns [
 }
 
 // kernelMemory returns the kernel memory that BPF programs, maps, BTF and
-// trampolines live in: slab, vmalloc and per-CPU memory, from
-// /proc/meminfo, in bytes.
+// trampolines live in: slab, vmalloc and per-CPU memory, in bytes.
 func kernelMemory() (int64, error) {
-	b, err := os.ReadFile("/proc/meminfo")
+	m, err := kernel.MemInfo()
 	if err != nil {
 		return 0, err
 	}
-	var total int64
-	for _, line := range strings.Split(string(b), "\n") {
-		var kb int64
-		for _, field := range []string{"Slab:", "VmallocUsed:", "Percpu:"} {
-			if rest, ok := strings.CutPrefix(line, field); ok {
-				if _, err := fmt.Sscan(rest, &kb); err != nil {
-					return 0, fmt.Errorf("/proc/meminfo: %q: %w", line, err)
-				}
-				total += kb << 10
-			}
-		}
-	}
-	return total, nil
+	return m["Slab"] + m["VmallocUsed"] + m["Percpu"], nil
 }
 
 // megabytes writes n bytes in MB, "" when unknown.

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/kernel"
 )
 
 // fentryParallel is how many functions load at once. Attaching a
@@ -32,7 +33,7 @@ const fentryParallel = 32
 // emulation; docs/benchmarks.md, "fentry attach").
 func AttachFentry(ctx context.Context, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, targets []Target, progress Progress) (*Attachment, error) {
 	ld := &fentryLoader{cache: btf.NewCache()}
-	return attachEach(ctx, targets, fentryFiles, progress, func(a *Attachment, t Target) error {
+	return attachEach(ctx, targets, fentryCost, progress, func(a *Attachment, t Target) error {
 		return attachFentryOne(a, spec, maps, ld, t)
 	})
 }
@@ -56,14 +57,48 @@ func (l *fentryLoader) load(spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map
 	return ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: maps, Cache: l.cache})
 }
 
-// fentryFiles is how many files an attached function holds open: its
-// fentry and fexit programs, their BTF and their links.
-const fentryFiles = 6
+// perFunction is what each function attached by a backend that loads
+// programs per function holds.
+type perFunction struct {
+	// files open: programs, their BTF, links.
+	files int
+	// memory is the kernel memory, in bytes: amd64-7.3 guest,
+	// docs/benchmarks.md ("kernel memory"), rounded up.
+	memory int64
+}
+
+// fentryCost: fentry and fexit programs, their BTF and their links; 62 KB
+// measured between 100 and 1000 functions.
+var fentryCost = perFunction{files: 6, memory: 64 << 10}
+
+// ErrNotEnoughMemory is returned when the functions selected would take
+// more kernel memory than the machine can spare.
+var ErrNotEnoughMemory = errors.New("not enough memory")
+
+// checkMemory fails when n functions at cost each would take more than
+// half of the available memory: loading programs until the kernel runs
+// out would bring the machine down, not only trawl.
+func checkMemory(n int, cost perFunction, available int64) error {
+	need := int64(n) * cost.memory
+	if need <= available/2 {
+		return nil
+	}
+	return fmt.Errorf("%w: %d functions would hold about %d MB of kernel memory (%d KB each), more than half of the %d MB available: select fewer functions, or use kprobe-multi, kprobe-session or tracing-multi, which attach any number through one program",
+		ErrNotEnoughMemory, n, need>>20, cost.memory>>10, available>>20)
+}
 
 // attachEach runs attach for every target, fentryParallel at a time,
-// after making room for files open files per target.
-func attachEach(ctx context.Context, targets []Target, files int, progress Progress, attach func(*Attachment, Target) error) (*Attachment, error) {
-	if err := raiseFileLimit(len(targets) * files); err != nil {
+// after checking there is memory for them and making room for their open
+// files.
+func attachEach(ctx context.Context, targets []Target, cost perFunction, progress Progress, attach func(*Attachment, Target) error) (*Attachment, error) {
+	mem, err := kernel.MemInfo()
+	if err != nil {
+		return nil, fmt.Errorf("read the available memory: %w", err)
+	}
+	if err := checkMemory(len(targets), cost, mem["MemAvailable"]); err != nil {
+		return nil, err
+	}
+	if err := raiseFileLimit(len(targets) * cost.files); err != nil {
 		return nil, err
 	}
 	a := newAttachment()
