@@ -39,7 +39,8 @@ const autoTrampolineMax = 20
 //     (6.10; one program, no exit run for filtered entries), else
 //     kprobe.multi (5.18). Attaching stays about constant in N, while
 //     per-function trampoline loads grow linearly.
-//   - Without either, fsession or fentry for any N.
+//   - Without either, fsession or fentry, for as many functions as half
+//     the available memory holds (backend.ErrNotEnoughMemory).
 //
 // fsession and tracing-multi are passed over when the selection has
 // functions in modules, which they cannot attach.
