@@ -73,6 +73,10 @@ type Config struct {
 	Decode decode.Options
 	// Progress, if set, is told how attaching goes.
 	Progress backend.Progress
+	// DetachProgress, if set, is told how detaching goes in Close: links
+	// closed out of how many (thousands of trampolines take minutes to
+	// detach under emulation).
+	DetachProgress func(done, total int)
 	// Notify, if set, receives one-line notices for the user (a degraded
 	// source of kernel facts); else they go to log/slog.
 	Notify func(string)
@@ -88,6 +92,20 @@ type Call = render.Call
 // ErrNoPrivileges is returned when trawl may not load BPF programs.
 var ErrNoPrivileges = errors.New("trawl needs root (or CAP_BPF and CAP_PERFMON) and a kernel that allows BPF tracing programs")
 
+// ErrClosed is returned by Read once the session is closed.
+var ErrClosed = errors.New("trawl session closed")
+
+// OpenError is returned by Open when it failed (or was cancelled) after
+// it began to attach: Stats says what had been attached and skipped, and
+// what the program counted, before Open detached it all again.
+type OpenError struct {
+	Stats Stats
+	Err   error
+}
+
+func (e *OpenError) Error() string { return e.Err.Error() }
+func (e *OpenError) Unwrap() error { return e.Err }
+
 // Session is a running trace.
 type Session struct {
 	Selection *selector.Selection
@@ -97,10 +115,18 @@ type Session struct {
 	attached  *backend.Attachment
 	fork      link.Link
 	reader    *ringbuf.Reader
+	exit      link.Link
 	decoder   *event.Decoder
 	planSkips map[string][]string
+	detached  func(done, total int)
 	closeOnce sync.Once
+	stopOnce  sync.Once
 	rec       ringbuf.Record
+	// received and discarded count the records read from the ring
+	// buffer: decoded by Read, or dropped unread by Discard.
+	received, discarded uint64
+	// final holds the counters read in Close, after detaching.
+	final *Stats
 }
 
 // Open selects the functions, loads the capture program and attaches it.
@@ -139,11 +165,19 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{Selection: sel, Backend: name, planSkips: map[string][]string{}}
+	s := &Session{Selection: sel, Backend: name, planSkips: map[string][]string{}, detached: cfg.DetachProgress}
 	defer func() {
-		if err != nil {
-			s.Close()
+		if err == nil {
+			return
 		}
+		if s.attached == nil {
+			s.Close()
+			return
+		}
+		// Attaching began: say how far it got.
+		st, _ := s.Stats()
+		s.Close()
+		err = &OpenError{Stats: st, Err: err}
 	}()
 	kind := plan.Fentry
 	if name == BackendKprobeMulti || name == BackendKprobeSession {
@@ -242,6 +276,9 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if s.attached.Attached == 0 {
 		return nil, fmt.Errorf("no function could be attached: %s", strings.Join(s.attached.SkipSummary(), "; "))
 	}
@@ -280,7 +317,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, n int) error {
 // collection; trampoline programs are loaded per function (fentry,
 // fsession) or once for all (tracing-multi) later.
 func (s *Session) load(spec *ebpf.CollectionSpec, name string) error {
-	keep := map[string]bool{bpf.CaptureProgFollowFork: true}
+	keep := map[string]bool{bpf.CaptureProgFollowFork: true, bpf.CaptureProgForgetExit: true}
 	switch name {
 	case BackendKprobeMulti:
 		keep[bpf.CaptureProgKprobeCapture] = true
@@ -324,21 +361,63 @@ func (s *Session) followPIDs(pids []int) error {
 	if err != nil {
 		return fmt.Errorf("follow forks: %w", err)
 	}
+	s.exit, err = link.AttachTracing(link.TracingOptions{Program: s.coll.Programs[bpf.CaptureProgForgetExit]})
+	if err != nil {
+		return fmt.Errorf("follow exits: %w", err)
+	}
 	return nil
 }
 
 // Read blocks until the next call and decodes it into c. It returns
-// ringbuf.ErrClosed once the session is closed.
+// ErrClosed once the session is closed, and os.ErrDeadlineExceeded when
+// the deadline set by SetDeadline passes first.
 func (s *Session) Read(c *Call) error {
+	if err := s.reader.ReadInto(&s.rec); err != nil {
+		if errors.Is(err, ringbuf.ErrClosed) {
+			return ErrClosed
+		}
+		return err
+	}
+	s.received++
+	r, err := event.Parse(s.rec.RawSample)
+	if err != nil {
+		return err
+	}
+	return s.decoder.Call(&r, c)
+}
+
+// Stop stops tracing new calls at once, at any call rate: the program
+// ignores entries from now on, while calls in flight still end and are
+// sent. The calls already sent stay readable with Read until Close.
+func (s *Session) Stop() error {
+	var err error
+	s.stopOnce.Do(func() {
+		if err = s.coll.Variables[bpf.CaptureVarArmed].Set(uint32(0)); err != nil {
+			err = fmt.Errorf("disarm the capture program: %w", err)
+		}
+	})
+	return err
+}
+
+// Discard drops the calls waiting in the ring buffer without decoding
+// them and returns how many it dropped; Stats counts them as Discarded.
+// After Stop it empties the buffer quickly when there is no time left to
+// show them.
+func (s *Session) Discard() (int, error) {
+	n := 0
+	s.reader.SetDeadline(time.Now())
+	defer s.reader.SetDeadline(time.Time{})
 	for {
-		if err := s.reader.ReadInto(&s.rec); err != nil {
-			return err
+		err := s.reader.ReadInto(&s.rec)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringbuf.ErrClosed):
+			s.discarded += uint64(n)
+			return n, nil
+		case err != nil:
+			s.discarded += uint64(n)
+			return n, err
 		}
-		r, err := event.Parse(s.rec.RawSample)
-		if err != nil {
-			return err
-		}
-		return s.decoder.Call(&r, c)
+		n++
 	}
 }
 
@@ -346,13 +425,30 @@ func (s *Session) Read(c *Call) error {
 // and no call is waiting; the zero time waits forever.
 func (s *Session) SetDeadline(t time.Time) { s.reader.SetDeadline(t) }
 
-// Stats are the session's counters.
+// Stats are the session's counters. Every call the program saw end is
+// accounted for:
+//
+//	Calls = Received + Drops + FilteredExit + calls not yet read
+//
+// and Received = calls read by Read + Discarded.
 type Stats struct {
-	Calls, Drops                                uint64
-	MissStorage, MissDepth, MissEntry, MissExit uint64
-	// Filtered counts calls dropped in the kernel by the task filters
-	// (pid, comm, cgroup), FilteredExpr by the --filter expression,
-	// FilteredExit by --min-duration and --errors.
+	// Calls counts the traced calls whose exit the program saw, sent or
+	// not; Drops those the ring buffer had no room for.
+	Calls, Drops uint64
+	// Received counts the calls read from the ring buffer, Discarded
+	// those of them dropped unread by Discard.
+	Received, Discarded uint64
+	// MissStorage counts entries without task storage, MissDepth calls
+	// nested deeper than the shadow stack, MissEntry exits without their
+	// entry (sent flagged exit-only), MissExit entries whose exit never
+	// came, MissFrame calls sent without their captured memory (their
+	// frame was evicted from the frames map), MissPIDs children of traced
+	// processes not followed because the pids map was full.
+	MissStorage, MissDepth, MissEntry, MissExit, MissFrame, MissPIDs uint64
+	// Filtered counts entries dropped in the kernel by the task filters
+	// (pid, comm, cgroup), FilteredExpr entries dropped by an
+	// arguments-only --filter expression, FilteredExit calls dropped at
+	// exit by --min-duration, --errors or a --filter using ret.
 	Filtered, FilteredExpr, FilteredExit uint64
 	// CookieLookups counts kprobe program runs that found their function
 	// by the attach cookie, the address table lacking its address: slower,
@@ -363,9 +459,13 @@ type Stats struct {
 	Skipped         map[string][]string
 }
 
-// Stats reads the counters.
+// Stats reads the counters. After Close it returns those read once
+// everything was detached.
 func (s *Session) Stats() (Stats, error) {
-	st := Stats{Skipped: map[string][]string{}}
+	if s.final != nil {
+		return *s.final, nil
+	}
+	st := Stats{Skipped: map[string][]string{}, Received: s.received, Discarded: s.discarded}
 	for r, fns := range s.planSkips {
 		st.Skipped[r] = append(st.Skipped[r], fns...)
 	}
@@ -376,7 +476,10 @@ func (s *Session) Stats() (Stats, error) {
 			st.Skipped[r] = append(st.Skipped[r], fns...)
 		}
 	}
-	counters := []*uint64{&st.Calls, &st.Drops, &st.MissStorage, &st.MissDepth, &st.MissEntry, &st.MissExit, &st.Filtered, &st.FilteredExpr, &st.FilteredExit, &st.CookieLookups}
+	if s.coll == nil {
+		return st, nil
+	}
+	counters := []*uint64{&st.Calls, &st.Drops, &st.MissStorage, &st.MissDepth, &st.MissEntry, &st.MissExit, &st.Filtered, &st.FilteredExpr, &st.FilteredExit, &st.CookieLookups, &st.MissFrame, &st.MissPIDs}
 	for i, dst := range counters {
 		var perCPU []uint64
 		if err := s.coll.Maps[bpf.CaptureMapCounters].Lookup(uint32(i), &perCPU); err != nil {
@@ -389,18 +492,26 @@ func (s *Session) Stats() (Stats, error) {
 	return st, nil
 }
 
-// Close detaches everything and frees the programs and maps.
+// Close detaches everything and frees the programs and maps. Calls that
+// ended after the last Read are counted as Discarded; Stats returns the
+// final counters after Close.
 func (s *Session) Close() error {
 	var errs []error
 	s.closeOnce.Do(func() {
 		if s.attached != nil {
-			errs = append(errs, s.attached.Close())
+			errs = append(errs, s.attached.Close(s.detached))
 		}
-		if s.fork != nil {
-			errs = append(errs, s.fork.Close())
+		for _, l := range []link.Link{s.fork, s.exit} {
+			if l != nil {
+				errs = append(errs, l.Close())
+			}
 		}
 		if s.reader != nil {
-			errs = append(errs, s.reader.Close())
+			// Nothing runs any more: what is left was never read.
+			_, err := s.Discard()
+			st, statsErr := s.Stats()
+			s.final = &st
+			errs = append(errs, err, statsErr, s.reader.Close())
 		}
 		if s.coll != nil {
 			s.coll.Close()

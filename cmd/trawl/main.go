@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // command is a subcommand of trawl.
@@ -37,12 +35,19 @@ var hidden = map[string]command{
 // errUsage marks command-line mistakes, which exit with status 2.
 var errUsage = errors.New("usage")
 
+// main exits 0 on success, 2 on a usage error, 1 on other errors; with a
+// command, with the command's status; interrupted before tracing began,
+// with 128 + the signal's number.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	err := run(handleSignals(), os.Args[1:], os.Stdout, os.Stderr)
+	var ee *exitError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &ee):
+		if ee.msg != "" {
+			fmt.Fprintln(os.Stderr, "trawl:", ee.msg)
+		}
+		os.Exit(ee.status)
 	case errors.Is(err, errUsage):
 		fmt.Fprintln(os.Stderr, "trawl:", err)
 		os.Exit(2)

@@ -119,11 +119,7 @@ func attachEach(ctx context.Context, targets []Target, cost perFunction, progres
 			return err
 		})
 	}
-	if err := g.Wait(); err != nil {
-		a.Close()
-		return nil, err
-	}
-	return a, nil
+	return a, g.Wait()
 }
 
 // fileMargin is how many files raiseFileLimit leaves for the rest of

@@ -73,28 +73,29 @@ func attachByAddress(ctx context.Context, a *Attachment, what string, targets []
 		}
 	}
 	b := &batcher{
-		a: a, what: what, total: len(addrs), progress: progress, failed: map[int]bool{},
+		a: a, what: what, total: len(addrs), progress: progress, failed: map[int]bool{}, attached: make([]bool, len(addrs)),
 		attach: func(lo, hi int) ([]link.Link, error) {
 			return attach(link.KprobeMultiOptions{Addresses: addrs[lo:hi], Cookies: cookies[lo:hi]})
 		},
 		name: func(i int) string { return fmt.Sprintf("%#x", addrs[i]) },
 	}
-	for lo := 0; lo < len(addrs); lo += maxBatch {
-		if err := b.run(ctx, lo, min(lo+maxBatch, len(addrs))); err != nil {
-			a.Close()
-			return nil, err
+	var err error
+	for lo := 0; lo < len(addrs) && err == nil; lo += maxBatch {
+		err = b.run(ctx, lo, min(lo+maxBatch, len(addrs)))
+	}
+	// A function counts as attached when all its addresses are.
+	missing := map[int]bool{}
+	for i, ok := range b.attached {
+		if !ok {
+			missing[owner[i]] = true
 		}
 	}
-	failedTargets := map[int]bool{}
-	for i := range b.failed {
-		failedTargets[owner[i]] = true
-	}
 	for i := range targets {
-		if len(targets[i].Plan.Func.Addrs) > 0 && !failedTargets[i] {
+		if len(targets[i].Plan.Func.Addrs) > 0 && !missing[i] {
 			a.Attached++
 		}
 	}
-	return a, nil
+	return a, err
 }
 
 // batcher attaches items [lo, hi) with one call of attach, which attaches
@@ -109,6 +110,7 @@ type batcher struct {
 	done     int
 	progress Progress
 	failed   map[int]bool // items that could not be attached
+	attached []bool       // items attached
 }
 
 func (b *batcher) run(ctx context.Context, lo, hi int) error {
@@ -119,6 +121,9 @@ func (b *batcher) run(ctx context.Context, lo, hi int) error {
 	if err == nil {
 		for _, l := range links {
 			b.a.add(l)
+		}
+		for i := lo; i < hi; i++ {
+			b.attached[i] = true
 		}
 		b.done += hi - lo
 		if b.progress != nil {

@@ -51,7 +51,7 @@ func TracingMulti(ctx context.Context, spec *ebpf.CollectionSpec, maps map[strin
 	}
 	a.programs = []program{{name: bpf.CaptureProgFsessionCapture, prog: prog, owned: true}}
 	b := &batcher{
-		a: a, what: "tracing_multi", total: len(ids), progress: progress, failed: map[int]bool{},
+		a: a, what: "tracing_multi", total: len(ids), progress: progress, failed: map[int]bool{}, attached: make([]bool, len(ids)),
 		attach: func(lo, hi int) ([]link.Link, error) {
 			l, err := rawbpf.AttachTracingMulti(prog, rawbpf.AttachTraceFSessionMulti, ids[lo:hi], cookies[lo:hi])
 			if err != nil {
@@ -61,10 +61,11 @@ func TracingMulti(ctx context.Context, spec *ebpf.CollectionSpec, maps map[strin
 		},
 		name: func(i int) string { return names[i] },
 	}
-	if err := b.run(ctx, 0, len(ids)); err != nil {
-		a.Close()
-		return nil, err
+	err = b.run(ctx, 0, len(ids))
+	for _, ok := range b.attached {
+		if ok {
+			a.Attached++
+		}
 	}
-	a.Attached = len(ids) - len(b.failed)
-	return a, nil
+	return a, err
 }

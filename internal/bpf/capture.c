@@ -30,10 +30,12 @@ volatile const __u32 filter_errors = 0; /* only calls returning an error */
 volatile const __u32 filter_at = 0;     /* where trawl_filter runs: FILTER_AT_* */
 volatile const __u32 ip_bits = 1;       /* func_ips has 1 << ip_bits entries */
 
-/* armed is set by the loader once every link is attached. Until then an
- * exit without its entry is a call that was in flight while attaching (the
- * exit link goes in first), not a lost event: it is neither counted nor
- * sent. */
+/* armed is set by the loader once every link is attached, and cleared
+ * when the trace stops. Entries are only traced while it is set, so a stop
+ * takes effect at once at any call rate; calls in flight still end and are
+ * sent. An exit without its entry while it is clear is a call that was in
+ * flight while attaching (the exit link goes in first), not a lost event:
+ * it is neither counted nor sent. */
 volatile __u32 armed = 0;
 
 struct {
@@ -311,6 +313,8 @@ static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 fu
 	struct call *c;
 	__u32 d;
 
+	if (!armed)
+		return 0;
 	if (!wanted()) {
 		count(CNT_FILTERED);
 		return 0;
@@ -370,7 +374,7 @@ static __always_inline struct frame *frame_of(struct call *c, __u32 d)
 	struct frame *f = bpf_map_lookup_elem(&frames, &key);
 
 	if (!f || f->rec.entry_ts != c->entry_ts) {
-		count(CNT_MISS_STORAGE);
+		count(CNT_MISS_FRAME);
 		return 0;
 	}
 	return f;
@@ -473,7 +477,7 @@ static __always_inline void emit(struct frame *f, __u64 ret)
 	if (!exit_passes(f->rec.func, entry ? f->rec.exit_ts - f->rec.entry_ts : 0, ret))
 		return;
 	if (filter_at && (!entry || (filter_at == FILTER_AT_EXIT && !trawl_filter(&f->rec)))) {
-		count(CNT_FILTERED_EXPR);
+		count(CNT_FILTERED_EXIT);
 		return;
 	}
 	who(&f->rec);
@@ -496,7 +500,7 @@ static __always_inline void send(void *ctx, struct call *c, __u32 d, __u64 ret, 
 		return;
 	if (filter_at) {
 		/* A filter expression with no frame to read. */
-		count(CNT_FILTERED_EXPR);
+		count(CNT_FILTERED_EXIT);
 		return;
 	}
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
@@ -702,8 +706,24 @@ int follow_fork(__u64 *ctx)
 	__u32 ptgid = parent->tgid, ctgid = child->tgid;
 	__u8 one = 1;
 
-	if (filter_pids && bpf_map_lookup_elem(&pids, &ptgid))
-		bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY);
+	if (filter_pids && bpf_map_lookup_elem(&pids, &ptgid) &&
+	    bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY))
+		count(CNT_MISS_PIDS);
+	return 0;
+}
+
+/* forget_exit removes a traced process from the pids map when its last
+ * thread exits, so the map holds live processes only and a recycled pid
+ * is never traced by mistake. The tracepoint fires after do_exit counted
+ * the thread out of signal->live. */
+SEC("tp_btf/sched_process_exit")
+int forget_exit(__u64 *ctx)
+{
+	struct task_struct *t = (void *)ctx[0];
+	__u32 tgid = t->tgid;
+
+	if (filter_pids && !t->signal->live.counter)
+		bpf_map_delete_elem(&pids, &tgid);
 	return 0;
 }
 

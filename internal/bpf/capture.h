@@ -143,9 +143,11 @@ enum counter {
 	CNT_MISS_ENTRY,   /* exits without their entry */
 	CNT_MISS_EXIT,    /* entries whose exit never came */
 	CNT_FILTERED,     /* entries a task filter (pid, comm, cgroup) dropped */
-	CNT_FILTERED_EXPR, /* calls the --filter expression dropped */
-	CNT_FILTERED_EXIT, /* calls --min-duration or --errors dropped */
+	CNT_FILTERED_EXPR, /* entries an arguments-only --filter dropped */
+	CNT_FILTERED_EXIT, /* exits --min-duration, --errors or a --filter using ret dropped */
 	CNT_COOKIE_LOOKUPS, /* kprobe runs whose address was not in the table */
+	CNT_MISS_FRAME,   /* calls sent without captures: their frame was evicted */
+	CNT_MISS_PIDS,    /* children not followed: the pids map was full */
 	CNT_MAX,
 };
 

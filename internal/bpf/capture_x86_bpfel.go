@@ -103,6 +103,7 @@ const (
 	CaptureProgFentryCapture        = "fentry_capture"
 	CaptureProgFexitCapture         = "fexit_capture"
 	CaptureProgFollowFork           = "follow_fork"
+	CaptureProgForgetExit           = "forget_exit"
 	CaptureProgFsessionCapture      = "fsession_capture"
 	CaptureProgKprobeCapture        = "kprobe_capture"
 	CaptureProgKprobeSessionCapture = "kprobe_session_capture"
@@ -162,6 +163,7 @@ type CaptureProgramSpecs struct {
 	FentryCapture        *ebpf.ProgramSpec `ebpf:"fentry_capture"`
 	FexitCapture         *ebpf.ProgramSpec `ebpf:"fexit_capture"`
 	FollowFork           *ebpf.ProgramSpec `ebpf:"follow_fork"`
+	ForgetExit           *ebpf.ProgramSpec `ebpf:"forget_exit"`
 	FsessionCapture      *ebpf.ProgramSpec `ebpf:"fsession_capture"`
 	KprobeCapture        *ebpf.ProgramSpec `ebpf:"kprobe_capture"`
 	KprobeSessionCapture *ebpf.ProgramSpec `ebpf:"kprobe_session_capture"`
@@ -260,6 +262,7 @@ type CapturePrograms struct {
 	FentryCapture        *ebpf.Program `ebpf:"fentry_capture"`
 	FexitCapture         *ebpf.Program `ebpf:"fexit_capture"`
 	FollowFork           *ebpf.Program `ebpf:"follow_fork"`
+	ForgetExit           *ebpf.Program `ebpf:"forget_exit"`
 	FsessionCapture      *ebpf.Program `ebpf:"fsession_capture"`
 	KprobeCapture        *ebpf.Program `ebpf:"kprobe_capture"`
 	KprobeSessionCapture *ebpf.Program `ebpf:"kprobe_session_capture"`
@@ -271,6 +274,7 @@ func (p *CapturePrograms) Close() error {
 		p.FentryCapture,
 		p.FexitCapture,
 		p.FollowFork,
+		p.ForgetExit,
 		p.FsessionCapture,
 		p.KprobeCapture,
 		p.KprobeSessionCapture,

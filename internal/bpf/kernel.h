@@ -4,10 +4,17 @@
 #ifndef TRAWL_KERNEL_H
 #define TRAWL_KERNEL_H
 
+struct signal_struct {
+	struct {
+		int counter;
+	} live; /* atomic_t: threads of the group not yet exiting */
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
 	char comm[16];
+	struct signal_struct *signal;
 } __attribute__((preserve_access_index));
 
 /* read_comm copies task t's name with plain loads through BTF:

@@ -287,3 +287,6 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// Flush writes out the buffered output.
+func (j *JSON) Flush() error { return j.w.Flush() }

@@ -157,3 +157,6 @@ func appendMicros(b []byte, ns uint64) []byte {
 	b = append(b, '.')
 	return appendPadded(b, ns%1000, 3)
 }
+
+// Flush writes out the buffered output.
+func (p *Perfetto) Flush() error { return p.w.Flush() }

@@ -56,10 +56,12 @@ const (
 
 // Renderer writes calls somewhere. Call must not retain c or c.Args after
 // it returns, but may retain the decoded Values' Fields, which the decoder
-// never reuses. Close flushes what is buffered; it does not close the
-// underlying writer.
+// never reuses. Flush writes out what is complete and buffered, so output
+// streams as calls arrive; Close writes the rest and flushes it; neither
+// closes the underlying writer.
 type Renderer interface {
 	Call(c *Call) error
+	Flush() error
 	Close() error
 }
 

@@ -227,3 +227,7 @@ func writeHistogram(w io.Writer, f *funcStats) {
 			counts[k], histogramWidth, strings.Repeat("@", bar))
 	}
 }
+
+// Flush does nothing: the statistics are written whole, at each interval
+// and on Close.
+func (s *Stats) Flush() error { return s.err }

@@ -318,3 +318,6 @@ func appendPadded(b []byte, x uint64, width int) []byte {
 	}
 	return append(b, d[i:]...)
 }
+
+// Flush writes out the buffered output.
+func (t *Text) Flush() error { return t.w.Flush() }

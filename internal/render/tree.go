@@ -115,3 +115,6 @@ func appendDurationColumn(b []byte, f *formatter, d uint64) []byte {
 	b = append(b, s...)
 	return f.color(b, colReset)
 }
+
+// Flush writes out the buffered output.
+func (t *Tree) Flush() error { return t.w.Flush() }

@@ -105,3 +105,13 @@ func exclusionReason(fn *kernel.Function, excludes []*Pattern) string {
 	}
 	return Denied(fn)
 }
+
+// Has says whether a function of this name is selected.
+func (s *Selection) Has(name string) bool {
+	for _, fn := range s.Selected {
+		if fn.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/trawl-dev/trawl"
+)
+
+// interrupts is what main's signal handler shares with a run: the first
+// SIGINT or SIGTERM cancels the run's context and stops the trace; a
+// second one skips the drain and the detach, and exits at once.
+type interrupts struct {
+	sig       atomic.Int32  // the first signal's number, 0 before
+	hurry     chan struct{} // closed by the second signal
+	detaching atomic.Bool   // the run is detaching: a second signal exits there and then
+}
+
+type interruptsKey struct{}
+
+// handleSignals returns a context cancelled by the first SIGINT or
+// SIGTERM. A second one closes the hurry channel and, when the run is
+// detaching or has not exited a second later, exits with 128 + its number:
+// the kernel detaches whatever trawl's closed descriptors held.
+// SIGPIPE is caught so that writes to a closed pipe fail with EPIPE (and
+// the traced command still starts with SIGPIPE at its default).
+func handleSignals() context.Context {
+	in := &interrupts{hurry: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), interruptsKey{}, in))
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	go func() {
+		sig := (<-sigs).(syscall.Signal)
+		in.sig.Store(int32(sig))
+		cancel()
+		sig = (<-sigs).(syscall.Signal)
+		close(in.hurry)
+		if !in.detaching.Load() {
+			time.Sleep(time.Second)
+		}
+		fmt.Fprintln(os.Stderr, "trawl: interrupted twice: exiting; the kernel detaches what trawl attached as its descriptors close")
+		os.Exit(exitSignal + int(sig))
+	}()
+	return ctx
+}
+
+func interruptsOf(ctx context.Context) *interrupts {
+	in, _ := ctx.Value(interruptsKey{}).(*interrupts)
+	return in
+}
+
+// signalOf returns the signal that interrupted the run, or 0.
+func signalOf(ctx context.Context) syscall.Signal {
+	if in := interruptsOf(ctx); in != nil {
+		return syscall.Signal(in.sig.Load())
+	}
+	return 0
+}
+
+// hurryChan returns a channel closed by a second interrupt (nil: never).
+func hurryChan(ctx context.Context) <-chan struct{} {
+	if in := interruptsOf(ctx); in != nil {
+		return in.hurry
+	}
+	return nil
+}
+
+func hurried(ctx context.Context) bool {
+	select {
+	case <-hurryChan(ctx):
+		return true
+	default:
+		return false
+	}
+}
+
+func markDetaching(ctx context.Context) {
+	if in := interruptsOf(ctx); in != nil {
+		in.detaching.Store(true)
+	}
+}
+
+// stopper ends a trace: at an interrupt, after --duration, when the
+// traced command exits.
+type stopper struct {
+	stopped atomic.Bool
+	timer   *time.Timer
+	stopCtx func() bool
+	mu      sync.Mutex
+	reason  string
+}
+
+func newStopper(ctx context.Context) *stopper {
+	s := &stopper{}
+	s.stopCtx = context.AfterFunc(ctx, func() { s.now("interrupted") })
+	return s
+}
+
+// now stops the trace, for reason.
+func (s *stopper) now(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reason == "" {
+		s.reason = reason
+	}
+	s.stopped.Store(true)
+}
+
+// after stops the trace after d.
+func (s *stopper) after(d time.Duration, reason string) {
+	s.timer = time.AfterFunc(d, func() { s.now(reason) })
+}
+
+// fired says whether the trace is to stop; cheap enough for every call.
+func (s *stopper) fired() bool { return s.stopped.Load() }
+
+// why says why the trace stopped.
+func (s *stopper) why() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reason
+}
+
+func (s *stopper) release() {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.stopCtx()
+}
+
+// gatedCommand is a command started but held before exec until its pid is
+// traced, so its first calls are seen.
+type gatedCommand struct {
+	cmd     *exec.Cmd
+	gate    *os.File
+	exited  chan struct{} // closed once the command has been waited for
+	waitErr error
+}
+
+// gateCommand is the hidden subcommand that waits on fd 3, then execs.
+const gateCommand = "__gate"
+
+func startGated(command []string, stdout, stderr io.Writer) (*gatedCommand, error) {
+	path, err := exec.LookPath(command[0])
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		return nil, &exitError{status: exitNotFound, msg: fmt.Sprintf("command %s: not found", command[0])}
+	}
+	if err != nil {
+		return nil, &exitError{status: exitNotRunnable, msg: fmt.Sprintf("command %s: %v", command[0], err)}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, append([]string{gateCommand, path}, command...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.ExtraFiles = []*os.File{r}
+	if err := cmd.Start(); err != nil {
+		r.Close()
+		w.Close()
+		return nil, &exitError{status: exitNotRunnable, msg: fmt.Sprintf("start %s: %v", command[0], err)}
+	}
+	r.Close()
+	g := &gatedCommand{cmd: cmd, gate: w, exited: make(chan struct{})}
+	go func() {
+		g.waitErr = cmd.Wait()
+		close(g.exited)
+	}()
+	return g, nil
+}
+
+// release lets the command exec.
+func (g *gatedCommand) release() error {
+	_, err := g.gate.Write([]byte{1})
+	g.gate.Close()
+	return err
+}
+
+// kill ends the command if it still runs: one held at the gate exits as
+// the gate closes.
+func (g *gatedCommand) kill() {
+	g.gate.Close()
+	select {
+	case <-g.exited:
+	case <-time.After(time.Second):
+		g.cmd.Process.Kill()
+		<-g.exited
+	}
+}
+
+// terminate asks the command to end with SIGTERM if it still runs, and
+// kills it if it has not ended a second later.
+func (g *gatedCommand) terminate() {
+	select {
+	case <-g.exited:
+		return
+	default:
+	}
+	g.cmd.Process.Signal(syscall.SIGTERM)
+	g.kill()
+}
+
+// status returns the command's exit status as trawl's own: nil for 0.
+func (g *gatedCommand) status() error {
+	<-g.exited
+	var ee *exec.ExitError
+	if !errors.As(g.waitErr, &ee) {
+		return g.waitErr
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	switch {
+	case ok && ws.Signaled():
+		return &exitError{status: exitSignal + int(ws.Signal())}
+	case ee.ExitCode() > 0:
+		return &exitError{status: ee.ExitCode()}
+	}
+	return g.waitErr
+}
+
+// runGate waits for trawl to release it, then becomes the command.
+func runGate(_ context.Context, args []string, _, _ io.Writer) error {
+	if len(args) < 2 {
+		return fmt.Errorf("%w: %s PATH ARGV...", errUsage, gateCommand)
+	}
+	gate := os.NewFile(3, "gate")
+	var b [1]byte
+	if n, _ := gate.Read(b[:]); n != 1 {
+		// trawl went away before releasing the command.
+		os.Exit(1)
+	}
+	gate.Close()
+	return syscall.Exec(args[0], args[1:], os.Environ())
+}
+
+// pidMax is the largest process id of the running kernel.
+func pidMax() int64 {
+	const limit = 4 << 20 // PID_MAX_LIMIT on 64-bit kernels
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		return limit
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n <= 0 {
+		return limit
+	}
+	return n
+}
+
+func countSkipped(skipped map[string][]string) int {
+	n := 0
+	for _, fns := range skipped {
+		n += len(fns)
+	}
+	return n
+}
+
+// summary writes what was seen and lost. Every call the program saw end
+// is accounted for: read, not read (the trace stopped first), dropped
+// (ring buffer full), filtered at exit, or still in the ring buffer.
+func summary(w io.Writer, st trawl.Stats) {
+	fmt.Fprintf(w, "trawl: %d calls: %d read, %d not read (the trace stopped first), %d dropped (ring buffer full), %d filtered out at exit",
+		st.Calls, st.Received-st.Discarded, st.Discarded, st.Drops, st.FilteredExit)
+	if left := int64(st.Calls) - int64(st.Received+st.Drops+st.FilteredExit); left > 0 {
+		fmt.Fprintf(w, ", %d in flight", left)
+	}
+	fmt.Fprintf(w, "; %d functions attached, %d skipped\n", st.Attached, countSkipped(st.Skipped))
+	fmt.Fprintf(w, "trawl: filtered in the kernel at entry: %d by task (pid, comm, cgroup), %d by --filter\n", st.Filtered, st.FilteredExpr)
+	fmt.Fprintf(w, "trawl: missed: %d entries without task storage, %d calls nested too deep, %d exits without entry, %d entries without exit, %d calls without their captured memory (frame evicted), %d children not followed (pids map full)\n",
+		st.MissStorage, st.MissDepth, st.MissEntry, st.MissExit, st.MissFrame, st.MissPIDs)
+	if st.CookieLookups > 0 {
+		fmt.Fprintf(w, "trawl: %d kprobe runs found their function by the attach cookie, slower than by address\n", st.CookieLookups)
+	}
+	var progs []string
+	for p, n := range st.RecursionMisses {
+		progs = append(progs, fmt.Sprintf("%s %d", p, n))
+	}
+	slices.Sort(progs)
+	if len(progs) > 0 {
+		fmt.Fprintf(w, "trawl: recursion misses: %s\n", strings.Join(progs, ", "))
+	}
+	var reasons []string
+	for r := range st.Skipped {
+		reasons = append(reasons, r)
+	}
+	slices.SortFunc(reasons, func(a, b string) int {
+		if d := len(st.Skipped[b]) - len(st.Skipped[a]); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	for _, r := range reasons {
+		fns := st.Skipped[r]
+		fmt.Fprintf(w, "trawl: skipped %d: %s (e.g. %s)\n", len(fns), r, strings.Join(fns[:min(3, len(fns))], ", "))
+	}
+}
+
+// lateSummary reports the calls that ended between the summary and the
+// end of the detach, which no output shows.
+func lateSummary(w io.Writer, before, after trawl.Stats) {
+	if n := after.Calls - before.Calls; n > 0 {
+		fmt.Fprintf(w, "trawl: %d more calls ended while detaching: %d not read, %d dropped, %d filtered out at exit\n",
+			n, after.Discarded-before.Discarded, after.Drops-before.Drops, after.FilteredExit-before.FilteredExit)
+	}
+}

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/internal/vmtest/guest"
+)
+
+// roleEnv set to "trawl" makes the test binary run trawl's main, for the
+// tests of the real command line.
+const roleEnv = "TRAWL_TEST_ROLE"
+
+// hotloopArg as the first argument makes the test binary call getppid in
+// a loop, for the duration in the second argument (0s: for ever).
+const hotloopArg = "__hotloop"
+
+func TestMain(m *testing.M) {
+	switch {
+	case len(os.Args) == 3 && os.Args[1] == hotloopArg:
+		d, _ := time.ParseDuration(os.Args[2])
+		end := time.Now().Add(d)
+		for i := 0; d == 0 || i%1024 != 0 || time.Now().Before(end); i++ {
+			syscall.Getppid()
+		}
+		os.Exit(0)
+	case os.Getenv(roleEnv) == "trawl":
+		os.Args = append([]string{"trawl"}, os.Args[1:]...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// hotFunc is the pattern of the function the hot loop calls.
+const hotFunc = "*sys_getppid"
+
+// stopLimit is how long a trace may take to end after it was told to,
+// under emulation: a hang, not a slow stop, makes these tests fail.
+const stopLimit = 60 * time.Second
+
+// startLimit is how long trawl may take to start tracing under emulation.
+const startLimit = 3 * time.Minute
+
+// trawlCmd returns the real trawl command line with args.
+func trawlCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), roleEnv+"=trawl")
+	return cmd
+}
+
+// hotloop returns the command line of the hot loop, running for d (0: for
+// ever).
+func hotloop(d time.Duration) []string {
+	return []string{os.Args[0], hotloopArg, d.String()}
+}
+
+// backendsHere returns the backends the guest's kernel has, skipping the
+// others with the reason.
+func backendsHere(t *testing.T) []string {
+	var have []string
+	for _, b := range trawl.Backends[1:] {
+		if _, _, err := trawl.ChooseBackend(trawl.Config{Patterns: []string{hotFunc}, Backend: b}); err != nil {
+			t.Logf("%s: skipped on %s: %v", b, guest.Kernel(), err)
+			continue
+		}
+		have = append(have, b)
+	}
+	return have
+}
+
+// run runs cmd to its end, failing the test if it takes more than limit,
+// and returns its stdout, stderr and exit status.
+func runLimited(t *testing.T, cmd *exec.Cmd, limit time.Duration) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return out.String(), errOut.String(), exitStatus(t, err)
+	case <-time.After(limit):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%v still running after %v\nstderr:\n%s", cmd.Args, limit, errOut.String())
+	}
+	return "", "", 0
+}
+
+func exitStatus(t *testing.T, err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0
+}
+
+var callsLine = regexp.MustCompile(`trawl: (\d+) calls: (\d+) read, (\d+) not read \(the trace stopped first\), (\d+) dropped \(ring buffer full\), (\d+) filtered out at exit`)
+
+// checkSummary checks the summary is there and accounts for every call,
+// and that calls were seen; it returns the number of calls.
+func checkSummary(t *testing.T, stderr string) uint64 {
+	t.Helper()
+	m := callsLine.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no summary in stderr:\n%s", stderr)
+	}
+	var n [5]uint64
+	for i := range n {
+		n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
+	}
+	if n[0] == 0 {
+		t.Errorf("no call of the hot loop seen:\n%s", stderr)
+	}
+	if sum := n[1] + n[2] + n[3] + n[4]; sum > n[0] {
+		t.Errorf("read + not read + dropped + filtered = %d, more than the %d calls:\n%s", sum, n[0], stderr)
+	}
+	return n[0]
+}
+
+// TestStopUnderLoad traces a function called in a hot loop with every
+// backend the kernel has, and checks the trace ends on time: at its
+// --duration while the command still runs, and when the command exits
+// first; each time with the summary, and with the command's status.
+func TestStopUnderLoad(t *testing.T) {
+	guest.Require(t)
+	for _, b := range backendsHere(t) {
+		t.Run(b+"/duration", func(t *testing.T) {
+			start := time.Now()
+			cmd := trawlCmd(append([]string{"--backend", b, "--duration", "2s", "--stats", hotFunc, "--"}, hotloop(0)...)...)
+			_, stderr, status := runLimited(t, cmd, stopLimit)
+			t.Logf("ended after %v, status %d", time.Since(start).Round(time.Millisecond), status)
+			if !strings.Contains(stderr, "stopping: duration") {
+				t.Errorf("no stop at the duration:\n%s", stderr)
+			}
+			// trawl ended the command with SIGTERM, and says so.
+			if status != 128+int(syscall.SIGTERM) {
+				t.Errorf("status %d, want %d (the command's: SIGTERM)\n%s", status, 128+int(syscall.SIGTERM), stderr)
+			}
+			checkSummary(t, stderr)
+		})
+		t.Run(b+"/command-exits", func(t *testing.T) {
+			cmd := trawlCmd(append([]string{"--backend", b, hotFunc, "--"}, hotloop(2*time.Second)...)...)
+			stdout, stderr, status := runLimited(t, cmd, stopLimit)
+			if status != 0 {
+				t.Errorf("status %d, want the command's 0\n%s", status, stderr)
+			}
+			if !strings.Contains(stderr, "stopping: command exited") {
+				t.Errorf("no stop at the command's exit:\n%s", stderr)
+			}
+			calls := checkSummary(t, stderr)
+			if lines := strings.Count(stdout, "getppid("); lines == 0 || uint64(lines) > calls {
+				t.Errorf("%d calls shown of %d", lines, calls)
+			}
+		})
+	}
+}
+
+// TestStopSystemWide traces the whole system while a hot loop runs, and
+// stops the trace with SIGINT, with two SIGINTs, and by closing the pipe
+// trawl writes to.
+func TestStopSystemWide(t *testing.T) {
+	guest.Require(t)
+	for _, tc := range []struct {
+		name    string
+		signals int
+		status  int
+		want    string
+	}{
+		{"sigint", 1, 0, "stopping: interrupted"},
+		{"sigterm", -1, 0, "stopping: interrupted"},
+		{"sigint-twice", 2, 128 + int(syscall.SIGINT), "interrupted twice"},
+		{"epipe", 0, 0, "the output's reader went away"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := trawlCmd(hotFunc)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var errOut syncBuffer
+			cmd.Stderr = &errOut
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			started := time.Now()
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			// Start the hot loop once trawl is tracing (starting up
+			// beside it takes minutes under emulation), then wait for
+			// calls to flow: the first line of output.
+			for !strings.Contains(errOut.String(), "trawl: tracing") {
+				if time.Since(started) > startLimit {
+					cmd.Process.Kill()
+					t.Fatalf("not tracing after %v\n%s", startLimit, errOut.String())
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			loop := exec.Command(os.Args[0], hotloopArg, "0s")
+			if err := loop.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				loop.Process.Kill()
+				loop.Wait()
+			}()
+			first := make(chan error, 1)
+			go func() {
+				br := bufio.NewReader(stdout)
+				_, err := br.ReadString('\n')
+				first <- err
+				if tc.signals != 0 {
+					// Keep reading, as a terminal would.
+					io.Copy(io.Discard, br)
+				}
+			}()
+			select {
+			case err := <-first:
+				if err != nil {
+					t.Fatalf("no output: %v\n%s", err, errOut.String())
+				}
+			case <-time.After(stopLimit):
+				cmd.Process.Kill()
+				t.Fatalf("no output after %v\n%s", stopLimit, errOut.String())
+			}
+			t.Logf("first call shown after %v", time.Since(started).Round(time.Millisecond))
+			switch tc.signals {
+			case 0:
+				stdout.Close()
+			case -1:
+				cmd.Process.Signal(syscall.SIGTERM)
+			default:
+				for range tc.signals {
+					cmd.Process.Signal(syscall.SIGINT)
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			start := time.Now()
+			select {
+			case err := <-done:
+				if got := exitStatus(t, err); got != tc.status {
+					t.Errorf("status %d, want %d\n%s", got, tc.status, errOut.String())
+				}
+			case <-time.After(stopLimit):
+				cmd.Process.Kill()
+				t.Fatalf("still running %v after the stop\n%s", stopLimit, errOut.String())
+			}
+			t.Logf("ended %v after the stop", time.Since(start).Round(time.Millisecond))
+			if !strings.Contains(errOut.String(), tc.want) {
+				t.Errorf("stderr lacks %q:\n%s", tc.want, errOut.String())
+			}
+			checkSummary(t, errOut.String())
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to write from the command's copier
+// while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
