@@ -9,4 +9,9 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-tool github.com/cilium/ebpf/cmd/bpf2go
+require google.golang.org/protobuf v1.36.12
+
+tool (
+	github.com/cilium/ebpf/cmd/bpf2go
+	google.golang.org/protobuf/cmd/protoc-gen-go
+)
