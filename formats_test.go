@@ -15,17 +15,20 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/render"
+	pb "github.com/trawl-dev/trawl/internal/render/perfettopb"
 	"github.com/trawl-dev/trawl/internal/render/rendertest"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
 
 // TestFormatsAgree captures the known workload once and checks that text,
-// tree, JSON, Perfetto and stats output of the same calls agree: the same
-// calls (function, task, start, duration) with the same values (issue 5).
+// tree, JSON, Chrome JSON, Perfetto protobuf and stats output of the same
+// calls agree: the same calls (function, task, start, duration) with the
+// same values (issue 5).
 func TestFormatsAgree(t *testing.T) {
 	guest.Require(t)
 	_, patterns := knownPatterns(t)
@@ -105,20 +108,69 @@ func TestFormatsCheckCatchesChanges(t *testing.T) {
 		{"json alters a return value", func(o *formatOutputs) {
 			o.json = bytes.Replace(o.json, []byte(`"errno":"ENOENT"`), []byte(`"errno":"EPERM"`), 1)
 		}},
+		{"chrome json alters a start", func(o *formatOutputs) {
+			o.chromeJSON = bytes.Replace(o.chromeJSON, []byte(`"ts":1000000.000`), []byte(`"ts":1000000.001`), 1)
+		}},
+		{"chrome json drops a call", func(o *formatOutputs) {
+			o.chromeJSON = bytes.Replace(o.chromeJSON, []byte(`{"name":"vfs_read","cat":"vmlinux","ph":"i"`), []byte(`{"name":"vfs_read","cat":"vmlinux","ph":"M"`), 1)
+		}},
+		{"chrome json alters an argument", func(o *formatOutputs) {
+			o.chromeJSON = bytes.Replace(o.chromeJSON, []byte(`"len":4096`), []byte(`"len":4095`), 1)
+		}},
+		{"chrome json alters an argument named cpu", func(o *formatOutputs) {
+			o.chromeJSON = bytes.Replace(o.chromeJSON, []byte(`"cpu":5`), []byte(`"cpu":6`), 1)
+		}},
+		{"chrome json drops an argument", func(o *formatOutputs) {
+			o.chromeJSON = bytes.Replace(o.chromeJSON, []byte(`,"count":31`), nil, 1)
+		}},
 		{"perfetto alters a start", func(o *formatOutputs) {
-			o.perfetto = bytes.Replace(o.perfetto, []byte(`"ts":1000000.000`), []byte(`"ts":1000000.001`), 1)
+			o.perfetto = editTrace(o.perfetto, func(tr *pb.Trace) {
+				for _, p := range tr.Packet {
+					if p.GetTrackEvent().GetType() == pb.TrackEvent_TYPE_SLICE_BEGIN {
+						*p.Timestamp-- // and the duration grows by 1 ns
+						return
+					}
+				}
+			})
 		}},
 		{"perfetto drops a call", func(o *formatOutputs) {
-			o.perfetto = bytes.Replace(o.perfetto, []byte(`{"name":"vfs_read","cat":"vmlinux","ph":"i"`), []byte(`{"name":"vfs_read","cat":"vmlinux","ph":"M"`), 1)
+			o.perfetto = editTrace(o.perfetto, func(tr *pb.Trace) {
+				for i, p := range tr.Packet {
+					if p.GetTrackEvent().GetType() == pb.TrackEvent_TYPE_INSTANT {
+						tr.Packet = slices.Delete(tr.Packet, i, i+1)
+						return
+					}
+				}
+			})
 		}},
 		{"perfetto alters an argument", func(o *formatOutputs) {
-			o.perfetto = bytes.Replace(o.perfetto, []byte(`"len":4096`), []byte(`"len":4095`), 1)
+			o.perfetto = editAnnotation(o.perfetto, func(a *pb.DebugAnnotation) bool {
+				if a.GetUintValue() != 4096 {
+					return false
+				}
+				a.Value = &pb.DebugAnnotation_UintValue{UintValue: 4095}
+				return true
+			})
 		}},
 		{"perfetto alters an argument named cpu", func(o *formatOutputs) {
-			o.perfetto = bytes.Replace(o.perfetto, []byte(`"cpu":5`), []byte(`"cpu":6`), 1)
+			o.perfetto = editAnnotation(o.perfetto, func(a *pb.DebugAnnotation) bool {
+				if a.GetIntValue() != 5 {
+					return false
+				}
+				a.Value = &pb.DebugAnnotation_IntValue{IntValue: 6}
+				return true
+			})
 		}},
 		{"perfetto drops an argument", func(o *formatOutputs) {
-			o.perfetto = bytes.Replace(o.perfetto, []byte(`,"count":31`), nil, 1)
+			o.perfetto = editAnnotation(o.perfetto, func(a *pb.DebugAnnotation) bool {
+				for i, e := range a.GetDictEntries() {
+					if e.GetIntValue() == 31 {
+						a.DictEntries = slices.Delete(a.DictEntries, i, i+1)
+						return true
+					}
+				}
+				return false
+			})
 		}},
 		{"stats miscounts", func(o *formatOutputs) {
 			o.stats = bytes.Replace(o.stats, []byte("          2 "), []byte("          3 "), 1)
@@ -180,12 +232,12 @@ func madeUpCalls() []trawl.Call {
 
 // formatOutputs are one list of calls rendered in every format.
 type formatOutputs struct {
-	text, tree, json, perfetto, stats []byte
+	text, tree, json, chromeJSON, perfetto, stats []byte
 }
 
 // renderAll renders calls in every format, with times of the kernel clock.
 func renderAll(calls []trawl.Call) (formatOutputs, error) {
-	var text, tree, js, perfetto, stats bytes.Buffer
+	var text, tree, js, chromeJSON, perfetto, stats bytes.Buffer
 	st, err := render.NewStats(&stats, render.StatsOptions{})
 	if err != nil {
 		return formatOutputs{}, err
@@ -194,7 +246,8 @@ func renderAll(calls []trawl.Call) (formatOutputs, error) {
 		render.NewText(&text, render.Options{}),
 		render.NewTree(&tree, render.Options{}),
 		render.NewJSON(&js, render.Options{}),
-		render.NewPerfetto(&perfetto),
+		render.NewChromeJSON(&chromeJSON),
+		render.NewPerfettoProto(&perfetto, render.Options{}),
 		st,
 	}
 	for _, r := range renderers {
@@ -208,7 +261,7 @@ func renderAll(calls []trawl.Call) (formatOutputs, error) {
 			return formatOutputs{}, err
 		}
 	}
-	return formatOutputs{text.Bytes(), tree.Bytes(), js.Bytes(), perfetto.Bytes(), stats.Bytes()}, nil
+	return formatOutputs{text.Bytes(), tree.Bytes(), js.Bytes(), chromeJSON.Bytes(), perfetto.Bytes(), stats.Bytes()}, nil
 }
 
 // checkFormats checks the JSON lines against calls, then every other
@@ -227,6 +280,7 @@ func checkFormats(calls []trawl.Call, out formatOutputs) []error {
 	if textCalls != nil {
 		errs = append(errs, checkTree(objs, textCalls, out.tree)...)
 	}
+	errs = append(errs, checkChromeJSON(objs, out.chromeJSON)...)
 	errs = append(errs, checkPerfetto(objs, out.perfetto)...)
 	errs = append(errs, checkStats(calls, objs, out.stats)...)
 	return errs
@@ -444,22 +498,146 @@ func checkTree(objs []map[string]any, want []textCall, tree []byte) []error {
 	return errs
 }
 
-// idleTID mirrors the Perfetto renderer's thread ids for idle tasks.
+// idleTID mirrors the Perfetto renderers' thread ids for idle tasks.
 const idleTID = 1 << 30
 
-// checkPerfetto checks that the trace has one slice or instant event per
-// call, in order, with the same task, start, duration and values.
+// timelineTID returns the thread id of a JSON line's task on a Perfetto
+// timeline: each CPU's idle task has its own.
+func timelineTID(o map[string]any) string {
+	tid := num(o["tid"])
+	if tid == "0" {
+		cpu, _ := strconv.Atoi(num(o["cpu"]))
+		tid = fmt.Sprint(idleTID + cpu)
+	}
+	return tid
+}
+
+// sliceArgs returns what a Perfetto slice's args hold of a JSON line: its
+// args object (the call's arguments, absent for exit-only calls), return
+// value, errno, CPU and flags, as canonJSON makes them.
+func sliceArgs(o map[string]any) map[string]any {
+	call := map[string]any{"cpu": num(o["cpu"])}
+	for _, k := range []string{"args", "ret", "errno", "flags"} {
+		if v, ok := o[k]; ok {
+			call[k] = canonJSON(v)
+		}
+	}
+	return call
+}
+
+// checkArgs compares a slice's args with a JSON line's.
+func checkArgs(format string, i int, o map[string]any, got any) []error {
+	var errs []error
+	slice, _ := canonJSON(got).(map[string]any)
+	call := sliceArgs(o)
+	gotArgs, _ := slice["args"].(map[string]any)
+	wantArgs, _ := call["args"].(map[string]any)
+	for name, v := range wantArgs {
+		if g, ok := gotArgs[name]; !ok || !reflect.DeepEqual(g, v) {
+			errs = append(errs, fmt.Errorf("%s event %d (%s): argument %s = %v, want %v", format, i+1, o["func"], name, g, v))
+		}
+	}
+	if !reflect.DeepEqual(slice, call) {
+		errs = append(errs, fmt.Errorf("%s event %d (%s): args %v, want %v", format, i+1, o["func"], slice, call))
+	}
+	return errs
+}
+
+// checkPerfetto checks that the Perfetto protobuf trace has one slice or
+// instant event per call, in order, with the same task, start, duration
+// and values, on tracks named after the task.
 func checkPerfetto(objs []map[string]any, b []byte) []error {
+	trace, err := rendertest.DecodePerfetto(b)
+	if err != nil {
+		return []error{fmt.Errorf("perfetto: %w", err)}
+	}
+	if len(trace.Events) != len(objs) {
+		return []error{fmt.Errorf("perfetto: %d events for %d calls", len(trace.Events), len(objs))}
+	}
+	var errs []error
+	threads := map[string]string{} // pid/tid -> comm of its first call
+	for i, e := range trace.Events {
+		o := objs[i]
+		cat := "vmlinux"
+		if m, ok := o["module"].(string); ok {
+			cat = m
+		}
+		task := num(o["pid"]) + "/" + timelineTID(o)
+		if _, ok := threads[task]; !ok {
+			threads[task] = o["comm"].(string)
+		}
+		flags, _ := o["flags"].([]any)
+		instant := slices.Contains(flags, any("entry_only")) || slices.Contains(flags, any("exit_only"))
+		dur := num(o["duration_ns"])
+		if instant {
+			dur = ""
+		} else if dur == "" {
+			dur = "0"
+		}
+		gotDur := ""
+		if !e.Instant {
+			gotDur = fmt.Sprint(e.Dur)
+		}
+		got := fmt.Sprintln(e.Name, e.Category, e.Instant, e.TS, gotDur, fmt.Sprintf("%d/%d", e.PID, e.TID), e.Thread)
+		want := fmt.Sprintln(o["func"], cat, instant, num(o["ts"]), dur, task, threads[task])
+		if got != want {
+			errs = append(errs, fmt.Errorf("perfetto event %d: name cat instant ts dur pid/tid thread = %q, want %q", i+1, got, want))
+		}
+		errs = append(errs, checkArgs("perfetto", i, o, e.Args)...)
+	}
+	return errs
+}
+
+// editTrace decodes a Perfetto protobuf trace, edits it and encodes it
+// again.
+func editTrace(b []byte, edit func(*pb.Trace)) []byte {
+	var tr pb.Trace
+	if err := proto.Unmarshal(b, &tr); err != nil {
+		panic(err)
+	}
+	edit(&tr)
+	b, err := proto.Marshal(&tr)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// editAnnotation edits the first debug annotation, at any depth, for
+// which edit returns true.
+func editAnnotation(b []byte, edit func(*pb.DebugAnnotation) bool) []byte {
+	var walk func(anns []*pb.DebugAnnotation) bool
+	walk = func(anns []*pb.DebugAnnotation) bool {
+		for _, a := range anns {
+			if edit(a) || walk(a.DictEntries) || walk(a.ArrayValues) {
+				return true
+			}
+		}
+		return false
+	}
+	return editTrace(b, func(tr *pb.Trace) {
+		for _, p := range tr.Packet {
+			if walk(p.GetTrackEvent().GetDebugAnnotations()) {
+				return
+			}
+		}
+	})
+}
+
+// checkChromeJSON checks that the Chrome JSON trace has one slice or
+// instant event per call, in order, with the same task, start, duration
+// and values.
+func checkChromeJSON(objs []map[string]any, b []byte) []error {
 	var trace struct{ TraceEvents []json.RawMessage }
 	if err := json.Unmarshal(b, &trace); err != nil {
-		return []error{fmt.Errorf("perfetto: %w", err)}
+		return []error{fmt.Errorf("chrome json: %w", err)}
 	}
 	var errs []error
 	var events []map[string]any
 	for _, raw := range trace.TraceEvents {
 		e, err := decodeJSON(raw)
 		if err != nil {
-			return []error{fmt.Errorf("perfetto event %s: %w", raw, err)}
+			return []error{fmt.Errorf("chrome json event %s: %w", raw, err)}
 		}
 		if e["ph"] == "M" {
 			continue
@@ -467,12 +645,12 @@ func checkPerfetto(objs []map[string]any, b []byte) []error {
 		var a struct{ Args json.RawMessage }
 		json.Unmarshal(raw, &a)
 		if dups := rendertest.DuplicateKeys(a.Args); len(dups) > 0 {
-			errs = append(errs, fmt.Errorf("perfetto event %d (%s): args has keys %q twice: one value hides the other", len(events)+1, e["name"], dups))
+			errs = append(errs, fmt.Errorf("chrome json event %d (%s): args has keys %q twice: one value hides the other", len(events)+1, e["name"], dups))
 		}
 		events = append(events, e)
 	}
 	if len(events) != len(objs) {
-		return append(errs, fmt.Errorf("perfetto: %d events for %d calls", len(events), len(objs)))
+		return append(errs, fmt.Errorf("chrome json: %d events for %d calls", len(events), len(objs)))
 	}
 	micros := func(ns string) string {
 		n, _ := strconv.ParseUint(ns, 10, 64)
@@ -484,41 +662,17 @@ func checkPerfetto(objs []map[string]any, b []byte) []error {
 		if m, ok := o["module"].(string); ok {
 			cat = m
 		}
-		tid := num(o["tid"])
-		if tid == "0" {
-			cpu, _ := strconv.Atoi(num(o["cpu"]))
-			tid = fmt.Sprint(idleTID + cpu)
-		}
 		flags, _ := o["flags"].([]any)
 		ph, dur := "X", micros(num(o["duration_ns"]))
 		if slices.Contains(flags, any("entry_only")) || slices.Contains(flags, any("exit_only")) {
 			ph, dur = "i", ""
 		}
 		got := fmt.Sprintln(e["name"], e["cat"], e["ph"], num(e["ts"]), num(e["dur"]), num(e["pid"]), num(e["tid"]))
-		want := fmt.Sprintln(o["func"], cat, ph, micros(num(o["ts"])), dur, num(o["pid"]), tid)
+		want := fmt.Sprintln(o["func"], cat, ph, micros(num(o["ts"])), dur, num(o["pid"]), timelineTID(o))
 		if got != want {
-			errs = append(errs, fmt.Errorf("perfetto event %d: name cat ph ts dur pid tid = %q, want %q", i+1, got, want))
+			errs = append(errs, fmt.Errorf("chrome json event %d: name cat ph ts dur pid tid = %q, want %q", i+1, got, want))
 		}
-		// Slice args are the JSON line's args object (the call's
-		// arguments, absent for exit-only calls), return value, errno,
-		// CPU and flags.
-		slice, _ := canonJSON(e["args"]).(map[string]any)
-		call := map[string]any{"cpu": num(o["cpu"])}
-		for _, k := range []string{"args", "ret", "errno", "flags"} {
-			if v, ok := o[k]; ok {
-				call[k] = canonJSON(v)
-			}
-		}
-		gotArgs, _ := slice["args"].(map[string]any)
-		wantArgs, _ := call["args"].(map[string]any)
-		for name, v := range wantArgs {
-			if g, ok := gotArgs[name]; !ok || !reflect.DeepEqual(g, v) {
-				errs = append(errs, fmt.Errorf("perfetto event %d (%s): argument %s = %v, want %v", i+1, o["func"], name, g, v))
-			}
-		}
-		if !reflect.DeepEqual(slice, call) {
-			errs = append(errs, fmt.Errorf("perfetto event %d (%s): args %v, want %v", i+1, o["func"], slice, call))
-		}
+		errs = append(errs, checkArgs("chrome json", i, o, e["args"])...)
 	}
 	return errs
 }

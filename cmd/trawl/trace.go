@@ -439,7 +439,7 @@ func (f *traceFlags) renderer(w io.Writer) (render.Renderer, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &closingRenderer{render.NewPerfetto(file), file}, nil
+		return &closingRenderer{render.NewPerfettoProto(file, opts), file}, nil
 	case f.stats:
 		return render.NewStats(w, render.StatsOptions{Options: opts, Interval: f.interval, SortBy: f.sortBy, Histogram: f.hist})
 	}

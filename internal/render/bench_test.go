@@ -57,3 +57,11 @@ func BenchmarkText(b *testing.B) {
 func BenchmarkJSON(b *testing.B) {
 	benchmarkRender(b, func(w io.Writer) Renderer { return NewJSON(w, testOptions) })
 }
+
+func BenchmarkChromeJSON(b *testing.B) {
+	benchmarkRender(b, func(w io.Writer) Renderer { return NewChromeJSON(w) })
+}
+
+func BenchmarkPerfettoProto(b *testing.B) {
+	benchmarkRender(b, func(w io.Writer) Renderer { return NewPerfettoProto(w, testOptions) })
+}

@@ -12,8 +12,17 @@ import (
 // have tid 0: each CPU's idle task (swapper/N) becomes its own thread.
 const idleTID = 1 << 30
 
-// Perfetto writes a Chrome trace event file (JSON object format), which the
-// Perfetto UI and chrome://tracing open as a timeline: one complete slice
+// timelineTask returns the process and thread c ran in as the timeline
+// shows them: the idle tasks get a thread id of their own per CPU.
+func timelineTask(c *Call) (pid, tid uint64) {
+	if c.TID == 0 {
+		return uint64(c.PID), idleTID + uint64(c.CPU)
+	}
+	return uint64(c.PID), uint64(c.TID)
+}
+
+// ChromeJSON writes a Chrome trace event file (JSON object format), which
+// the Perfetto UI and chrome://tracing open as a timeline: one complete slice
 // ("ph":"X") per call on its process and thread track; process and thread
 // names as metadata events; calls whose entry or exit was not seen as
 // instant events ("ph":"i"). Times are in µs of the kernel clock, with ns
@@ -38,24 +47,21 @@ const idleTID = 1 << 30
 //
 // Slices of one thread nest as the calls did, so the pipeline must give
 // real durations; the file is complete only after Close.
-type Perfetto struct {
+type ChromeJSON struct {
 	w      *bufio.Writer
 	named  map[uint64]bool // pid<<32|tid whose name was written
 	events int
 	buf    []byte
 }
 
-// NewPerfetto returns a Perfetto renderer writing to w.
-func NewPerfetto(w io.Writer) *Perfetto {
-	return &Perfetto{w: bufio.NewWriterSize(w, 64<<10), named: map[uint64]bool{}}
+// NewChromeJSON returns a ChromeJSON renderer writing to w.
+func NewChromeJSON(w io.Writer) *ChromeJSON {
+	return &ChromeJSON{w: bufio.NewWriterSize(w, 64<<10), named: map[uint64]bool{}}
 }
 
 // Call writes c as a slice, after name metadata for a new process or thread.
-func (p *Perfetto) Call(c *Call) error {
-	pid, tid := uint64(c.PID), uint64(c.TID)
-	if c.TID == 0 {
-		tid = idleTID + uint64(c.CPU)
-	}
+func (p *ChromeJSON) Call(c *Call) error {
+	pid, tid := timelineTask(c)
 	b := p.buf[:0]
 	if !p.named[pid<<32] {
 		p.named[pid<<32] = true
@@ -113,10 +119,10 @@ func (p *Perfetto) Call(c *Call) error {
 }
 
 // Close ends the file and flushes it.
-func (p *Perfetto) Close() error {
+func (p *ChromeJSON) Close() error {
 	b := p.buf[:0]
 	if p.events == 0 {
-		b = append(b, perfettoHeader...)
+		b = append(b, chromeJSONHeader...)
 	}
 	b = append(b, "\n]}\n"...)
 	if _, err := p.w.Write(b); err != nil {
@@ -125,20 +131,20 @@ func (p *Perfetto) Close() error {
 	return p.w.Flush()
 }
 
-const perfettoHeader = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"
+const chromeJSONHeader = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"
 
 // appendSep appends the file header before the first event, and a
 // separator before the others.
-func (p *Perfetto) appendSep(b []byte) []byte {
+func (p *ChromeJSON) appendSep(b []byte) []byte {
 	p.events++
 	if p.events == 1 {
-		return append(b, perfettoHeader...)
+		return append(b, chromeJSONHeader...)
 	}
 	return append(b, ",\n"...)
 }
 
 // appendName appends a process_name or thread_name metadata event.
-func (p *Perfetto) appendName(b []byte, kind string, pid, tid uint64, name string) []byte {
+func (p *ChromeJSON) appendName(b []byte, kind string, pid, tid uint64, name string) []byte {
 	b = p.appendSep(b)
 	b = append(b, `{"name":"`...)
 	b = append(b, kind...)

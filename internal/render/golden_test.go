@@ -81,8 +81,8 @@ func TestTreeGolden(t *testing.T) {
 	golden(t, "tree.golden", out.Bytes())
 }
 
-func TestPerfettoGolden(t *testing.T) {
+func TestChromeJSONGolden(t *testing.T) {
 	var out bytes.Buffer
-	render(t, NewPerfetto(&out), testCalls(t))
-	golden(t, "perfetto.golden", out.Bytes())
+	render(t, NewChromeJSON(&out), testCalls(t))
+	golden(t, "chromejson.golden", out.Bytes())
 }

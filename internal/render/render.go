@@ -1,5 +1,6 @@
 // Package render writes decoded calls as text lines, call trees, JSON lines,
-// Perfetto (Chrome trace event) files and latency statistics.
+// Perfetto traces (Perfetto's protobuf format or the Chrome trace event
+// format) and latency statistics.
 //
 // The capture pipeline pairs each call's entry and exit, decodes them into a
 // Call and hands the Call to one Renderer from a single goroutine.

@@ -73,13 +73,13 @@ type traceEvent struct {
 	Args json.RawMessage `json:"args"`
 }
 
-// TestPerfettoValid checks the file against the Trace Event Format: a JSON
+// TestChromeJSONValid checks the file against the Trace Event Format: a JSON
 // object with a traceEvents array, the fields each phase requires, times in
 // µs, and slices that nest on each thread.
-func TestPerfettoValid(t *testing.T) {
+func TestChromeJSONValid(t *testing.T) {
 	calls := testCalls(t)
 	var out bytes.Buffer
-	render(t, NewPerfetto(&out), calls)
+	render(t, NewChromeJSON(&out), calls)
 	var file struct {
 		TraceEvents     []traceEvent `json:"traceEvents"`
 		DisplayTimeUnit string       `json:"displayTimeUnit"`
@@ -183,12 +183,11 @@ func checkSliceArgs(t *testing.T, e traceEvent, calls []Call, n int) {
 	}
 }
 
-// TestPerfettoArgNames renders calls whose arguments are named like the
-// keys trawl adds to a slice's args (the kernel has functions with an int
-// cpu or an unsigned long flags) and checks that no key is written twice
-// and that every value survives.
-func TestPerfettoArgNames(t *testing.T) {
-	calls := []Call{{
+// argNameCalls are calls whose arguments are named like the keys trawl
+// adds to a slice's args: the kernel has functions with an int cpu or an
+// unsigned long flags.
+func argNameCalls() []Call {
+	return []Call{{
 		TS: 1000, Duration: 500, CPU: 3, PID: 10, TID: 11, Comm: "t", Func: "f", Flags: Missed,
 		Args: []decode.Value{
 			{Kind: decode.KindInt, Name: "cpu", Bits: 7},
@@ -205,12 +204,18 @@ func TestPerfettoArgNames(t *testing.T) {
 			{Kind: decode.KindUint, Name: "flags", Bits: 2},
 		},
 	}}
+}
+
+// TestChromeJSONArgNames renders argNameCalls and checks that no key is
+// written twice and that every value survives.
+func TestChromeJSONArgNames(t *testing.T) {
+	calls := argNameCalls()
 	want := []string{
 		`{"args":{"args":9,"cpu":7,"errno":"not a name","flags":"GFP_KERNEL","ret":42},"cpu":3,"errno":"ENOENT","flags":["missed"],"ret":-2}`,
 		`{"args":{"cpu":1,"flags":2},"cpu":5,"flags":["entry_only"]}`,
 	}
 	var out bytes.Buffer
-	render(t, NewPerfetto(&out), calls)
+	render(t, NewChromeJSON(&out), calls)
 	var file struct{ TraceEvents []traceEvent }
 	if err := json.Unmarshal(out.Bytes(), &file); err != nil {
 		t.Fatalf("not valid JSON: %v\n%s", err, out.Bytes())
@@ -252,9 +257,9 @@ func compareFloat(a, b float64) int {
 	return 0
 }
 
-func TestPerfettoEmpty(t *testing.T) {
+func TestChromeJSONEmpty(t *testing.T) {
 	var out bytes.Buffer
-	if err := NewPerfetto(&out).Close(); err != nil {
+	if err := NewChromeJSON(&out).Close(); err != nil {
 		t.Fatal(err)
 	}
 	var file struct{ TraceEvents []traceEvent }
