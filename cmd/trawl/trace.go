@@ -69,7 +69,7 @@ func (f *traceFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.duration, "duration", 0, "stop this long after tracing begins (default: until Ctrl-C or the command exits)")
 	fs.BoolVar(&f.json, "json", false, "write one JSON object per call (schema: docs/json-schema.md)")
 	fs.BoolVar(&f.tree, "tree", false, "write a call tree per task")
-	fs.StringVar(&f.perfetto, "perfetto", "", "write a Perfetto/Chrome trace to `FILE`")
+	fs.StringVar(&f.perfetto, "perfetto", "", "write a Perfetto trace (protobuf) to `FILE`")
 	fs.BoolVar(&f.stats, "stats", false, "write per-function counts, errors and latency percentiles")
 	fs.DurationVar(&f.interval, "interval", 0, "with --stats, refresh the table this often")
 	fs.StringVar(&f.sortBy, "sort", "count", "with --stats, sort by `COLUMN`: "+strings.Join(render.SortColumns, ", "))

@@ -165,4 +165,4 @@ func appendMicros(b []byte, ns uint64) []byte {
 }
 
 // Flush writes out the buffered output.
-func (p *Perfetto) Flush() error { return p.w.Flush() }
+func (p *ChromeJSON) Flush() error { return p.w.Flush() }

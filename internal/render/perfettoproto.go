@@ -175,7 +175,7 @@ const processTrack = math.MaxUint32
 // descriptors of a new process or thread track, and the call's events.
 func (p *PerfettoProto) Call(c *Call) error {
 	pid, tid := timelineTask(c)
-	b := p.b[:0]
+	b := p.b
 	if !p.started {
 		b = p.appendClockSnapshot(b, c.TS)
 	}
@@ -214,12 +214,29 @@ func (p *PerfettoProto) Call(c *Call) error {
 		b = p.closePacket(b, packet)
 	}
 	p.b = b
-	_, err := p.w.Write(b)
+	if len(b) < perfettoBuffer {
+		return nil
+	}
+	return p.Flush()
+}
+
+// perfettoBuffer is how many bytes of whole calls PerfettoProto keeps
+// before writing them: one write(2) per call cost 4-6 µs in the test bed.
+const perfettoBuffer = 64 << 10
+
+// Flush writes the calls rendered so far in one Write, which ends at a
+// packet boundary: a file cut after any Write is a valid trace.
+func (p *PerfettoProto) Flush() error {
+	if len(p.b) == 0 {
+		return nil
+	}
+	_, err := p.w.Write(p.b)
+	p.b = p.b[:0]
 	return err
 }
 
-// Close does nothing: Call writes all it renders.
-func (p *PerfettoProto) Close() error { return nil }
+// Close writes what is left.
+func (p *PerfettoProto) Close() error { return p.Flush() }
 
 // appendClockSnapshot appends the packet that makes CLOCK_MONOTONIC, the
 // clock of Call.TS, the trace's clock, and relates CLOCK_REALTIME to it

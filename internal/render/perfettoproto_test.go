@@ -165,9 +165,9 @@ func (w *writes) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// TestPerfettoProtoCut checks that each call is one Write and that the
-// file cut after any Write, as when trawl is killed, is a valid trace of
-// the calls rendered until then.
+// TestPerfettoProtoCut checks that a call and a Flush make one Write and
+// that the file cut after any Write, as when trawl is killed, is a valid
+// trace of the calls rendered until then.
 func TestPerfettoProtoCut(t *testing.T) {
 	calls := testCalls(t)
 	var w writes
@@ -176,6 +176,9 @@ func TestPerfettoProtoCut(t *testing.T) {
 	var cuts []*rendertest.PerfettoTrace
 	for i := range calls {
 		if err := r.Call(&calls[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Flush(); err != nil {
 			t.Fatal(err)
 		}
 		if len(w) != i+1 {
