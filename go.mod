@@ -1,6 +1,6 @@
 module github.com/trawl-dev/trawl
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/cavaliergopher/cpio v1.0.1
