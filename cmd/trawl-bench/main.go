@@ -22,7 +22,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -137,23 +136,15 @@ func describeHost() string {
 // version names the commit the bench was built from, "" when the build
 // did not record it.
 func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
+	v := trawl.Version()
+	if len(v.Commit) < 7 {
 		return ""
 	}
-	rev, dirty := "", ""
-	for _, s := range info.Settings {
-		switch {
-		case s.Key == "vcs.revision" && len(s.Value) >= 7:
-			rev = s.Value[:7]
-		case s.Key == "vcs.modified" && s.Value == "true":
-			dirty = " with uncommitted changes"
-		}
+	dirty := ""
+	if v.Modified {
+		dirty = " with uncommitted changes"
 	}
-	if rev == "" {
-		return ""
-	}
-	return "trawl at commit " + rev + dirty + "."
+	return "trawl at commit " + v.Commit[:7] + dirty + "."
 }
 
 func countTraceable(cat *kernel.Catalogue) int {
