@@ -20,12 +20,13 @@ bin/guestinit-%: FORCE
 	GOARCH=$* $(GO) build -o $@ ./internal/vmtest/guestinit
 
 # tools and fetch come first so the runner tests in unit find the test bed.
-test: bpf-check tools fetch unit vmtest
+test: bpf-check tools fetch unit release-check vmtest
 
 # unit runs everything that needs no kernel, on the host.
 unit:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	$(GO) -C tools/release vet ./...
 	$(GO) test ./...
 
 fetch: bin/vmrun
@@ -83,3 +84,15 @@ bench: tools fetch bin/trawl-bench-amd64 bin/trawl-bench-arm64
 
 bin/trawl-bench-%: FORCE
 	GOARCH=$* $(GO) build -o $@ ./cmd/trawl-bench
+
+# release writes the release artefacts of the commit HEAD points at into
+# dist/: static binaries, tarballs, .deb and .rpm packages for amd64 and
+# arm64, and SHA256SUMS (tools/release says how). release-check builds a
+# commit twice, compares the bytes, and runs trawl from the packages.
+.PHONY: release release-check
+release:
+	rm -rf dist
+	$(GO) -C tools/release run . -o $(CURDIR)/dist
+
+release-check:
+	$(GO) -C tools/release test -count=1 ./...

@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"debug/buildinfo"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rpmutils "github.com/sassoftware/go-rpmutils"
+)
+
+// testManPage is the man page the test commits, to see it shipped.
+const testManPage = ".TH TRAWL 1\n.SH NAME\ntrawl \\- release test page\n"
+
+// TestRelease releases one commit twice and checks that both runs write
+// the same bytes, that SHA256SUMS holds their hashes, and that the
+// tarballs and packages hold what they should: the same static binary,
+// stamped with the commit, which runs from the extracted .deb and .rpm;
+// the docs; and the man page, which the commit adds to this repository's
+// HEAD.
+func TestRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds trawl four times; not in -short mode")
+	}
+	ctx := t.Context()
+	tmp := t.TempDir()
+	top, err := git(ctx, ".", "rev-parse", "--show-toplevel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(tmp, "repo")
+	if _, err := git(ctx, top, "clone", "--quiet", "--shared", top, repo); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, manPage), []byte(testManPage), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := git(ctx, repo, "add", manPage); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := git(ctx, repo, "-c", "user.name=release test", "-c", "user.email=test@example.com",
+		"commit", "--quiet", "-m", "Add a man page"); err != nil {
+		t.Fatal(err)
+	}
+	commit, err := git(ctx, repo, "rev-parse", "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtime, err := sourceDate(ctx, repo, commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	a, b := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
+	names, err := release(ctx, options{repo: repo, rev: "HEAD", out: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	namesB, err := release(ctx, options{repo: repo, rev: commit, out: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("artefacts: %s", strings.Join(names, " "))
+	if !slices.Equal(names, namesB) {
+		t.Fatalf("the second run wrote %v, the first %v", namesB, names)
+	}
+	for _, name := range names {
+		if !bytes.Equal(read(t, a, name), read(t, b, name)) {
+			t.Errorf("%s differs between two runs on the same commit", name)
+		}
+	}
+	checkSums(t, a, names)
+
+	// Two .tar.gz, .deb and .rpm, and SHA256SUMS.
+	if len(names) != 3*len(arches)+1 {
+		t.Errorf("got %d artefacts, want 3 for each of %v and SHA256SUMS", len(names), arches)
+	}
+	for _, arch := range arches {
+		t.Run(arch, func(t *testing.T) {
+			tarball := find(t, names, "_linux_"+arch+".tar.gz")
+			bin := checkTarball(t, filepath.Join(a, tarball), mtime)
+			version := checkBinary(t, bin, arch, commit)
+			if want := "trawl_" + strings.TrimPrefix(version, "v") + "_linux_" + arch + ".tar.gz"; tarball != want {
+				t.Errorf("tarball %s, want %s", tarball, want)
+			}
+			deb := extractDeb(t, filepath.Join(a, find(t, names, "_"+arch+".deb")), arch, mtime)
+			rpm := extractRPM(t, filepath.Join(a, find(t, names, "."+rpmArch(arch)+".rpm")), arch, mtime)
+			for _, root := range []string{deb, rpm} {
+				checkInstalled(t, root, repo, bin)
+			}
+			if arch == runtime.GOARCH {
+				runTrawl(t, filepath.Join(deb, "usr/bin/trawl"))
+			}
+		})
+	}
+}
+
+func read(t *testing.T, dir, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// find returns the one name ending in suffix.
+func find(t *testing.T, names []string, suffix string) string {
+	t.Helper()
+	var found []string
+	for _, name := range names {
+		if strings.HasSuffix(name, suffix) {
+			found = append(found, name)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want one artefact named *%s, got %v", suffix, found)
+	}
+	return found[0]
+}
+
+// checkSums checks that dir/SHA256SUMS gives every other artefact's hash.
+func checkSums(t *testing.T, dir string, names []string) {
+	var want strings.Builder
+	for _, name := range names {
+		if name != "SHA256SUMS" {
+			sum := sha256.Sum256(read(t, dir, name))
+			fmt.Fprintf(&want, "%s  %s\n", hex.EncodeToString(sum[:]), name)
+		}
+	}
+	if got := string(read(t, dir, "SHA256SUMS")); got != want.String() {
+		t.Errorf("SHA256SUMS:\n%s\nwant\n%s", got, want.String())
+	}
+}
+
+// checkTarball checks the tarball's entries, their modes, owners and times,
+// and returns the path of the binary, extracted beside it.
+func checkTarball(t *testing.T, path string, mtime time.Time) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := strings.TrimSuffix(filepath.Base(path), ".tar.gz")
+	want := map[string]int64{dir + "/": 0o755, dir + "/trawl": 0o755, dir + "/trawl.1": 0o644}
+	for _, d := range docs {
+		want[dir+"/"+d.name] = 0o644
+	}
+	bin := strings.TrimSuffix(path, ".tar.gz") + ".trawl"
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		mode, ok := want[h.Name]
+		if !ok {
+			t.Errorf("%s: unexpected entry %s", path, h.Name)
+			continue
+		}
+		delete(want, h.Name)
+		if h.Mode != mode || h.Uid != 0 || h.Gid != 0 || h.Uname != "root" || !h.ModTime.Equal(mtime) {
+			t.Errorf("%s: mode %o, owner %d:%d %s:%s, time %v; want %o, root, %v",
+				h.Name, h.Mode, h.Uid, h.Gid, h.Uname, h.Gname, h.ModTime, mode, mtime)
+		}
+		if h.Name == dir+"/trawl" {
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(bin, data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for name := range want {
+		t.Errorf("%s: no %s", path, name)
+	}
+	return bin
+}
+
+// checkBinary checks that the binary is a static ELF for arch whose build
+// info names the commit, clean, and returns its version.
+func checkBinary(t *testing.T, bin, arch, commit string) string {
+	t.Helper()
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[arch]; f.Machine != want {
+		t.Errorf("machine %v, want %v", f.Machine, want)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Errorf("the binary is dynamically linked (%v)", p.Type)
+		}
+	}
+	bi, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	for key, want := range map[string]string{"vcs.revision": commit, "vcs.modified": "false",
+		"CGO_ENABLED": "0", "-trimpath": "true", "GOOS": "linux", "GOARCH": arch} {
+		if settings[key] != want {
+			t.Errorf("build setting %s = %q, want %q", key, settings[key], want)
+		}
+	}
+	return bi.Main.Version
+}
+
+// extractDeb checks the .deb's architecture, extracts it with dpkg-deb into
+// a directory it returns, and checks the files' modes and times.
+func extractDeb(t *testing.T, deb, arch string, mtime time.Time) string {
+	t.Helper()
+	if _, err := exec.LookPath("dpkg-deb"); err != nil {
+		t.Skip("no dpkg-deb to extract the .deb with")
+	}
+	out, err := exec.Command("dpkg-deb", "--field", deb, "Package", "Architecture").CombinedOutput()
+	if err != nil {
+		t.Fatalf("dpkg-deb --field %s: %v\n%s", deb, err, out)
+	}
+	if want := "Package: trawl\nArchitecture: " + arch + "\n"; string(out) != want {
+		t.Errorf("%s: fields\n%s\nwant\n%s", deb, out, want)
+	}
+	root := t.TempDir()
+	if out, err := exec.Command("dpkg-deb", "-x", deb, root).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb -x %s: %v\n%s", deb, err, out)
+	}
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		st, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if !st.ModTime().Equal(mtime) || st.Mode() != fileMode(path) {
+			t.Errorf("%s: %s has mode %v, time %v; want %v, %v", deb, path, st.Mode(), st.ModTime(), fileMode(path), mtime)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// fileMode is the mode a package gives the file at path.
+func fileMode(path string) fs.FileMode {
+	if strings.HasSuffix(path, "/usr/bin/trawl") {
+		return 0o755
+	}
+	return 0o644
+}
+
+// rpmArch is RPM's name for a Go architecture.
+func rpmArch(arch string) string {
+	return map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[arch]
+}
+
+// extractRPM checks the .rpm's name, architecture and files' modes, owners
+// and times, and extracts its payload into a directory it returns.
+func extractRPM(t *testing.T, path, arch string, mtime time.Time) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rpm, err := rpmutils.ReadRpm(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nevra, err := rpm.Header.GetNEVRA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nevra.Name != "trawl" || nevra.Arch != rpmArch(arch) {
+		t.Errorf("%s: name %s, arch %s; want trawl, %s", path, nevra.Name, nevra.Arch, rpmArch(arch))
+	}
+	files, err := rpm.Header.GetFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		mode := fs.FileMode(f.Mode() & 0o777)
+		if f.Mode()&0o170000 == 0o100000 && mode != fileMode(f.Name()) ||
+			f.UserName() != "root" || f.GroupName() != "root" || int64(f.Mtime()) != mtime.Unix() {
+			t.Errorf("%s: %s has mode %o, owner %s:%s, time %d; want %v, root, %d",
+				path, f.Name(), f.Mode(), f.UserName(), f.GroupName(), f.Mtime(), fileMode(f.Name()), mtime.Unix())
+		}
+	}
+	root := t.TempDir()
+	if err := rpm.ExpandPayload(root); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// checkInstalled checks the files a package installed under root: the
+// binary bin, the docs of repo and its man page, compressed.
+func checkInstalled(t *testing.T, root, repo, bin string) {
+	t.Helper()
+	want := map[string][]byte{"usr/bin/trawl": read(t, filepath.Dir(bin), filepath.Base(bin))}
+	for _, d := range docs {
+		want["usr/share/doc/trawl/"+d.name] = read(t, repo, d.src)
+	}
+	for name, data := range want {
+		if got := read(t, root, name); !bytes.Equal(got, data) {
+			t.Errorf("%s: %s differs from what it should hold", root, name)
+		}
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(read(t, root, "usr/share/man/man1/trawl.1.gz")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page, err := io.ReadAll(zr); err != nil || string(page) != testManPage {
+		t.Errorf("%s: man page %q (%v), want %q", root, page, err, testManPage)
+	}
+}
+
+// runTrawl runs the installed binary for its usage: it must say how to use
+// trawl and exit 0.
+func runTrawl(t *testing.T, bin string) {
+	t.Helper()
+	out, err := exec.Command(bin, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s --help: %v\n%s", bin, err, out)
+	}
+	if !strings.Contains(strings.ToLower(string(out)), "usage") || !strings.Contains(string(out), "list") {
+		t.Errorf("%s --help printed no usage:\n%s", bin, out)
+	}
+	t.Logf("%s --help: %s", bin, strconv.Quote(string(out[:min(len(out), 80)])))
+}
