@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 # trawl's build and test entry points. `make test` runs everything: the
 # host unit tests and the privileged tests in every test bed guest.
 

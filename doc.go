@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package trawl attaches one generic BPF tracing program to many kernel
 // functions at once, captures each call's arguments and return value in an
 // architecture-neutral way, decodes them with the kernel's BTF and streams

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command trawl-bench measures trawl in a test bed guest and prints the
 // results as Markdown tables (issue 4; `make bench KERNEL=...` runs it):
 //

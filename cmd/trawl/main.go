@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command trawl traces many kernel functions at once with one generic BPF
 // program, decoding arguments and return values with the kernel's BTF.
 package main

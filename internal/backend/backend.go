@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package backend attaches trawl's capture program to kernel functions:
 // fentry/fexit trampolines (one program load per function, in parallel,
 // sharing maps) or kprobe.multi/kretprobe.multi links (one program, links

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package bpf holds trawl's BPF C sources and the objects bpf2go builds
 // from them, for amd64 and arm64: capture.c, the program trawl runs, and
 // floor.c, the least a call tracer must do, which only trawl-bench loads. The objects are committed, so building

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package decode turns the raw bytes the kernel captures for a traced call
 // into typed values, using the kernel's BTF.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package event reads the capture program's records from the ring buffer
 // and turns them into decoded calls. Pairing of entry and exit happens in
 // the kernel (a per-task shadow stack), so each record is a whole call, or

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package filter is trawl's --filter language: C-like expressions over a
 // traced function's arguments and return value, compiled per function from
 // its BTF into BPF instructions that run in the kernel.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kernel knows the running kernel's functions: which ones exist,
 // which can be traced, where they live and what their BTF prototypes are.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package plan
 
 // The x86-64 System V calling convention, as used by the kernel.

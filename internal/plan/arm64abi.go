@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package plan
 
 // The AArch64 procedure call standard, as used by the kernel.

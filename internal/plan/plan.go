@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package plan turns a kernel function's BTF prototype into a capture plan:
 // plain data that tells the generic BPF program where each argument lives
 // (trampoline context slot, or kprobe register / stack offset on x86-64 and

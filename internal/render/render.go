@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package render writes decoded calls as text lines, call trees, JSON lines,
 // Perfetto traces (Perfetto's protobuf format or the Chrome trace event
 // format) and latency statistics.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package selector turns the user's patterns into an exact set of kernel
 // functions.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package vmtest is trawl's test bed: it fetches Debian kernel packages,
 // builds initramfs archives around a static guest init, and boots QEMU
 // guests (software emulation) that run one binary as root and report its

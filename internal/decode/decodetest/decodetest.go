@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package decodetest provides the BTF fixture and helpers the decode and
 // render tests use to build realistic captured bytes from real kernel types.
 package decodetest

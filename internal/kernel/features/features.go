@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package features probes which of trawl's attach mechanisms the running
 // kernel has, in the style of github.com/cilium/ebpf/features: each probe
 // loads a minimal program, attaches it to bpf_fentry_test1 (a function the

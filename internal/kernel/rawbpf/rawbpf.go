@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package rawbpf loads and attaches the BPF tracing programs that
 // github.com/cilium/ebpf v0.22 cannot handle yet: fsession programs
 // (Linux 7.0) and the fentry.multi, fexit.multi and fsession.multi programs

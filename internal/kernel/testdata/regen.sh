@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Regenerates the catalogue fixtures from real kernels. amd64 comes from the
 # running kernel (run as root so kallsyms shows addresses); arm64 from the
 # BTF the test bed dumps from an arm64 guest, with its kallsyms when present

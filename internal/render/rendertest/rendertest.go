@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package rendertest holds checks that tests of trawl's output formats
 // share.
 package rendertest

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package bedtest proves the test bed on every kernel: BPF programs load,
 // attach and fire, loopback networking works and kernel BTF is readable.
 package bedtest

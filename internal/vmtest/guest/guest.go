@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package guest holds what the test bed's host runner and its guest init
 // share: the run specification, the names of the virtio-serial ports, and
 // helpers for tests that must run inside a guest.

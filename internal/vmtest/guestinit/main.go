@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command guestinit is PID 1 of a test bed guest. It mounts the usual
 // filesystems, loads the kernel modules shipped in the initramfs, brings lo
 // up, mounts the host's shared work tree (and any read-only shares), runs one command as described by

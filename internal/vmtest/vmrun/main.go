@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command vmrun runs a static binary as root in a throwaway QEMU guest of
 // the test bed and exits with the binary's exit status. It works as
 // `go test -exec`:

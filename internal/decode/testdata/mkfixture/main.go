@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command mkfixture writes the small BTF fixture used by the decode and
 // render tests: a handful of real kernel functions with the types needed to
 // decode their arguments, cut out of a full vmlinux BTF.

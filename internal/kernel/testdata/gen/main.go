@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gen writes a small kernel fixture for the catalogue tests: a BTF
 // blob with only the listed functions (structs behind pointers reduced to
 // their name and size), and the matching /proc/kallsyms and tracefs
