@@ -68,7 +68,9 @@ func readHead(name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	head := make([]byte, 256)
+	// Enough for an SPDX line, or for the "Code generated" line below a
+	// license header that protoc copies from a .proto file.
+	head := make([]byte, 2048)
 	n, err := io.ReadFull(f, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return nil, err

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package perfettopb holds the Go types of the part of Perfetto's trace
 // format that trawl writes (Trace, TracePacket, TrackEvent and what they
 // refer to), generated from trimmed copies of Perfetto's .proto files
