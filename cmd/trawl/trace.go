@@ -198,15 +198,18 @@ func (e *exitError) Error() string { return e.msg }
 
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("trawl", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// Flag errors are returned and printed once, on one line.
+	fs.SetOutput(io.Discard)
 	f := traceFlags{set: map[string]bool{}}
 	f.register(fs)
-	fs.Usage = func() {
-		usage(stderr)
-		fmt.Fprintln(stderr, "\nflags:")
-		fs.PrintDefaults()
-	}
 	patterns, command, err := parseUntilDash(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		usage(stdout)
+		fmt.Fprintln(stdout, "\nflags:")
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBadInput runs the real command line with input it must refuse
+// before opening, loading or writing anything: one line of error on
+// stderr, nothing on stdout, the usage status 2 (or 1 for what is not a
+// usage mistake), and files named by -o or --perfetto left untouched.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	existing := filepath.Join(dir, "existing")
+	const content = "keep me\n"
+	if err := os.WriteFile(existing, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(dir, "fresh")
+	// A pid that is surely free: beyond every live one, within pid_max.
+	free := strconv.FormatInt(pidMax(), 10)
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		status int
+		want   string
+	}{
+		{"pid zero", []string{"-p", "0", "vfs_read"}, 2, "process id 0 out of range"},
+		{"pid negative", []string{"-p", "-5", "vfs_read"}, 2, "process id -5 out of range"},
+		{"pid wraps uint32", []string{"-p", "4294967297", "vfs_read"}, 2, "out of range"},
+		{"pid not a number", []string{"-p", "init", "vfs_read"}, 2, `not a process id: "init"`},
+		{"pid not running", []string{"-p", free, "vfs_read"}, 2, "no such process"},
+		{"pid and command", []string{"-p", "1", "vfs_read", "--", "true"}, 2, "-p and a command"},
+		{"duration zero", []string{"--duration", "0s", "vfs_read"}, 2, "--duration must be positive"},
+		{"duration negative", []string{"--duration", "-1s", "vfs_read"}, 2, "--duration must be positive"},
+		{"interval zero", []string{"--stats", "--interval", "0s", "vfs_read"}, 2, "--interval must be positive"},
+		{"interval without stats", []string{"--interval", "1s", "vfs_read"}, 2, "--interval needs --stats"},
+		{"sort without stats", []string{"--sort", "p99", "vfs_read"}, 2, "--sort needs --stats"},
+		{"hist without stats", []string{"--hist", "vfs_read", "vfs_read"}, 2, "--hist needs --stats"},
+		{"bad sort", []string{"--stats", "--sort", "colour", "vfs_read"}, 2, `--sort "colour"`},
+		{"depth zero", []string{"--depth", "0", "vfs_read"}, 2, "--depth must be 1 to 16"},
+		{"depth too big", []string{"--depth", "99", "vfs_read"}, 2, "--depth must be 1 to 16"},
+		{"max-bytes too big", []string{"--max-bytes", "100000", "vfs_read"}, 2, "--max-bytes must be 1 to 512"},
+		{"comm too long", []string{"--comm", "a-very-long-task-name", "vfs_read"}, 2, "longer than the kernel's 15"},
+		{"two formats", []string{"--json", "--tree", "vfs_read"}, 2, "choose one of"},
+		{"no pattern", []string{"--json"}, 2, "no pattern"},
+		{"unknown flag", []string{"--frobnicate", "vfs_read"}, 2, "flag provided but not defined"},
+		{"output is a directory", []string{"-o", dir, "vfs_read"}, 2, "is a directory"},
+		{"output in a missing directory", []string{"-o", filepath.Join(dir, "nodir", "x"), "vfs_read"}, 1, "cannot create"},
+		{"perfetto and -o", []string{"--perfetto", fresh, "-o", existing, "vfs_read"}, 2, "-o cannot go with it"},
+		{"workload and command", []string{"--workload", "vfs_read", "--", "true"}, 2, "--workload and a command"},
+		{"command not found", []string{"vfs_read", "--", "/nonexistent/trawl-no-such-command"}, 127, "not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Every case names existing as the output, unless it names
+			// its own: none may touch it.
+			args := tc.args
+			if !strings.Contains(strings.Join(args, " "), " -o ") && args[0] != "-o" {
+				args = append([]string{"-o", existing}, args...)
+			}
+			stdout, stderr, status := runReal(t, args...)
+			if status != tc.status {
+				t.Errorf("status %d, want %d; stderr:\n%s", status, tc.status, stderr)
+			}
+			if stdout != "" {
+				t.Errorf("stdout not empty:\n%s", stdout)
+			}
+			lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], "trawl: ") || !strings.Contains(lines[0], tc.want) {
+				t.Errorf("stderr:\n%s\nwant one line, trawl: ... %s", stderr, tc.want)
+			}
+			if b, err := os.ReadFile(existing); err != nil || string(b) != content {
+				t.Errorf("%s changed: %q, %v", existing, b, err)
+			}
+			if _, err := os.Stat(fresh); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s created", fresh)
+			}
+		})
+	}
+}
+
+// runReal runs the test binary as trawl with args and returns its stdout,
+// stderr and exit status.
+func runReal(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), roleEnv+"=trawl")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return out.String(), errOut.String(), exitStatus(t, err)
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("trawl %v still running after a minute", args)
+	}
+	return "", "", 0
+}
