@@ -45,11 +45,14 @@ func Fentry() error { return fentry() }
 func FuncArgHelpers() error { return funcArgHelpers() }
 
 // KprobeMulti probes for kprobe.multi links. Linux 5.18 with
-// CONFIG_FPROBE; on arm64 in practice 6.14 (fprobe on fgraph).
+// CONFIG_FPROBE; on arm64 6.14 (fprobe on fgraph). A kernel without them
+// gives an error matching ErrKernelTooOld or ErrNoFprobe when the facts
+// tell which.
 func KprobeMulti() error { return kprobeMulti() }
 
 // KprobeSession probes for kprobe.session links (one program at entry and
-// exit). Linux 6.10 with CONFIG_FPROBE.
+// exit). Linux 6.10 with CONFIG_FPROBE; on arm64 6.14. Errors as for
+// KprobeMulti.
 func KprobeSession() error { return kprobeSession() }
 
 // Fsession probes for fsession programs (one trampoline program at entry
@@ -130,13 +133,20 @@ func probeKprobeMulti(session bool) error {
 	if session {
 		at = ebpf.AttachTraceKprobeSession
 	}
-	return loadAndAttach(&ebpf.ProgramSpec{
+	err := loadAndAttach(&ebpf.ProgramSpec{
 		Type:         ebpf.Kprobe,
 		AttachType:   at,
 		Instructions: returnZero,
 	}, func(p *ebpf.Program) (link.Link, error) {
 		return link.KprobeMulti(p, link.KprobeMultiOptions{Symbols: []string{target}, Session: session})
 	})
+	if !errors.Is(err, ebpf.ErrNotSupported) {
+		return err
+	}
+	if session {
+		return liveFacts().explain("kprobe.session", version{6, 10}, err)
+	}
+	return liveFacts().explain("kprobe.multi", fprobeSince, err)
 }
 
 func probeFsession() error {

@@ -55,3 +55,24 @@ func TestProbesAreMemoised(t *testing.T) {
 		}
 	}
 }
+
+// kprobeCauses says, per test bed kernel without kprobe links, why:
+// Debian's amd64 6.1 is built without CONFIG_FPROBE, and arm64 has no
+// fprobe before 6.14.
+var kprobeCauses = map[string]error{
+	"amd64-6.1":  features.ErrNoFprobe,
+	"arm64-6.12": features.ErrKernelTooOld,
+}
+
+func TestKprobeLinksMissingCause(t *testing.T) {
+	guest.Require(t)
+	cause, ok := kprobeCauses[guest.Kernel()]
+	if !ok {
+		t.Skipf("%s has kprobe.multi", guest.Kernel())
+	}
+	err := features.KprobeMulti()
+	t.Log(err)
+	if !errors.Is(err, cause) || !errors.Is(err, ebpf.ErrNotSupported) {
+		t.Errorf("kprobe.multi: got %v, want an error matching %v and ebpf.ErrNotSupported", err, cause)
+	}
+}
