@@ -91,9 +91,6 @@ var errTooManySlots = fmt.Errorf("more than the %d argument slots trawl reads", 
 // Call is one traced call, decoded.
 type Call = render.Call
 
-// ErrNoPrivileges is returned when trawl may not load BPF programs.
-var ErrNoPrivileges = errors.New("trawl needs root (or CAP_BPF and CAP_PERFMON) and a kernel that allows BPF tracing programs")
-
 // ErrClosed is returned by Read once the session is closed.
 var ErrClosed = errors.New("trawl session closed")
 
@@ -133,8 +130,8 @@ type Session struct {
 
 // Open selects the functions, loads the capture program and attaches it.
 func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
-	if os.Geteuid() != 0 && !hasBPFCaps() {
-		return nil, ErrNoPrivileges
+	if err := livePrivilegeFacts().checkCapabilities(); err != nil {
+		return nil, err
 	}
 	cat, err := kernel.Live()
 	if err != nil {
@@ -219,7 +216,7 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		return nil, fmt.Errorf("none of the %d selected functions can be attached with %s: %s", len(sel.Selected), name, strings.Join(summarise(s.planSkips), "; "))
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, err
+		return nil, explainPermission(err)
 	}
 	spec, err := bpf.LoadCapture()
 	if err != nil {
@@ -272,11 +269,8 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	default:
 		s.attached, err = backend.KprobeMulti(ctx, s.coll.Programs[bpf.CaptureProgKprobeCapture], s.coll.Programs[bpf.CaptureProgKretprobeCapture], targets, cfg.Progress)
 	}
-	if errors.Is(err, unix.EPERM) {
-		return nil, fmt.Errorf("%w: the kernel refused (%w)", ErrNoPrivileges, err)
-	}
 	if err != nil {
-		return nil, err
+		return nil, explainPermission(err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -340,11 +334,8 @@ func (s *Session) load(spec *ebpf.CollectionSpec, name string) error {
 	}
 	var err error
 	s.coll, err = ebpf.NewCollection(trimmed)
-	if errors.Is(err, unix.EPERM) {
-		return fmt.Errorf("%w: the kernel refused (%w)", ErrNoPrivileges, err)
-	}
 	if err != nil {
-		return fmt.Errorf("load the capture program: %w", err)
+		return explainPermission(fmt.Errorf("load the capture program: %w", err))
 	}
 	return nil
 }
@@ -528,18 +519,6 @@ func summarise(skips map[string][]string) []string {
 		out = append(out, fmt.Sprintf("%d %s (e.g. %s)", len(fns), r, fns[0]))
 	}
 	return out
-}
-
-// hasBPFCaps reports whether the process has CAP_BPF and CAP_PERFMON
-// (5.8+), which let a non-root user load tracing programs.
-func hasBPFCaps() bool {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return false
-	}
-	has := func(c int) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
-	return has(unix.CAP_BPF) && has(unix.CAP_PERFMON)
 }
 
 // kernelVersion reads the running kernel's major and minor version.
