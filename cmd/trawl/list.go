@@ -5,9 +5,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/trawl-dev/trawl/internal/kernel"
@@ -38,6 +40,9 @@ func runList(_ context.Context, args []string, stdout, stderr io.Writer) error {
 
 	var cat *kernel.Catalogue
 	if *root != "" {
+		if err := checkDir(*root); err != nil {
+			return fmt.Errorf("%w: -root: %w", errUsage, err)
+		}
 		cat, err = kernel.Load(os.DirFS(*root))
 	} else {
 		cat, err = kernel.Live()
@@ -56,6 +61,20 @@ func runList(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return writeJSON(stdout, sel)
 	}
 	return writeText(stdout, sel, *verbose)
+}
+
+// checkDir fails unless dir is a directory, saying what it is instead.
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("directory %s does not exist", dir)
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	return nil
 }
 
 func writeText(w io.Writer, sel *selector.Selection, verbose bool) error {
