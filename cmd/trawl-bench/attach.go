@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/trawl-dev/trawl"
@@ -142,15 +141,11 @@ func megabytes(n int64) string {
 
 // progress tells on stderr how attaching goes, each tenth of the way:
 // under TCG, attaching thousands of functions one by one takes hours.
-// Backends may call it from several goroutines.
-func progress(b string, start time.Time) func(done, total int) {
-	var mu sync.Mutex
+func progress(b string, start time.Time) func(attached, skipped, total int) {
 	next := 0
-	return func(done, total int) {
-		mu.Lock()
-		defer mu.Unlock()
-		if done >= next {
-			fmt.Fprintf(os.Stderr, "trawl-bench: %s: %d of %d handled after %s\n", b, done, total, round(time.Since(start)))
+	return func(attached, skipped, total int) {
+		if done := attached + skipped; done >= next {
+			fmt.Fprintf(os.Stderr, "trawl-bench: %s: %d of %d attached, %d skipped after %s\n", b, attached, total, skipped, round(time.Since(start)))
 			next = done + max(total/10, 1)
 		}
 	}

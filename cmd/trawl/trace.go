@@ -246,8 +246,8 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer child.kill()
 		cfg.PIDs = []int{child.cmd.Process.Pid}
 	}
-	cfg.Progress = progress(stderr, "attached")
-	cfg.DetachProgress = progress(stderr, "detached")
+	cfg.Progress = attachProgress(stderr, time.Now())
+	cfg.DetachProgress = detachProgress(stderr)
 	cfg.Notify = func(n string) { fmt.Fprintln(stderr, "trawl:", n) }
 	s, err := trawl.Open(ctx, cfg)
 	if err != nil {
@@ -459,21 +459,43 @@ type closingRenderer struct {
 
 func (c *closingRenderer) Close() error { return errors.Join(c.Renderer.Close(), c.file.Close()) }
 
-// progress reports attach or detach progress on stderr once it has taken
-// more than a second (counted from the first report), at most once a
-// second.
-func progress(w io.Writer, what string) func(done, total int) {
-	var start, last time.Time
+// attachProgress reports attach progress on stderr once more than a
+// second has passed since start, at most once a second.
+func attachProgress(w io.Writer, start time.Time) func(attached, skipped, total int) {
+	report := every(time.Second, start)
+	return func(attached, skipped, total int) {
+		if elapsed, ok := report(attached+skipped == total); ok {
+			fmt.Fprintf(w, "trawl: attached %d of %d functions, %d skipped (%.1fs)\n", attached, total, skipped, elapsed.Seconds())
+		}
+	}
+}
+
+// detachProgress reports detach progress on stderr the same way, from
+// the first link closed.
+func detachProgress(w io.Writer) func(done, total int) {
+	report := every(time.Second, time.Time{})
 	return func(done, total int) {
+		if elapsed, ok := report(done == total); ok {
+			fmt.Fprintf(w, "trawl: detached %d of %d links (%.1fs)\n", done, total, elapsed.Seconds())
+		}
+	}
+}
+
+// every returns a function that says, at each step, whether to report
+// and the time since start (zero: the first step): after d has passed,
+// at most every d, and at the last step.
+func every(d time.Duration, start time.Time) func(last bool) (time.Duration, bool) {
+	prev := start
+	return func(last bool) (time.Duration, bool) {
 		now := time.Now()
 		if start.IsZero() {
-			start, last = now, now
+			start, prev = now, now
 		}
-		if now.Sub(start) < time.Second || (now.Sub(last) < time.Second && done < total) {
-			return
+		if now.Sub(start) < d || (now.Sub(prev) < d && !last) {
+			return 0, false
 		}
-		last = now
-		fmt.Fprintf(w, "trawl: %s %d of %d (%.1fs)\n", what, done, total, now.Sub(start).Seconds())
+		prev = now
+		return now.Sub(start), true
 	}
 }
 

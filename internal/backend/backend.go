@@ -34,8 +34,10 @@ type Target struct {
 	Filter asm.Instructions
 }
 
-// Progress is told how many functions have been handled out of how many.
-type Progress func(done, total int)
+// Progress is told, each time functions are attached or skipped, how
+// many of the total are attached and how many skipped so far. Calls come
+// one at a time.
+type Progress func(attached, skipped, total int)
 
 // Attachment holds what a backend attached.
 type Attachment struct {
@@ -46,12 +48,19 @@ type Attachment struct {
 	misses map[string]uint64
 	// Attached is the number of functions attached.
 	Attached int
-	// Skipped lists skipped functions by reason.
+	// Skipped lists what was skipped by reason: functions, or for the
+	// kprobe backends addresses.
 	Skipped map[string][]string
+	// skipped is the number of functions skipped.
+	skipped  int
+	total    int
+	progress Progress
 }
 
-func newAttachment() *Attachment {
-	return &Attachment{Skipped: map[string][]string{}}
+// newAttachment returns an attachment for total functions that tells
+// progress, if not nil, how attaching goes.
+func newAttachment(total int, progress Progress) *Attachment {
+	return &Attachment{Skipped: map[string][]string{}, total: total, progress: progress}
 }
 
 // program is a loaded program and the name of the capture program it is a
@@ -76,13 +85,38 @@ func (a *Attachment) addFunc(links []link.Link, progs []program) {
 	defer a.mu.Unlock()
 	a.links = append(a.links, links...)
 	a.programs = append(a.programs, progs...)
-	a.Attached++
+	a.countLocked(1, 0)
 }
 
-func (a *Attachment) skip(reason, fn string) {
+// skip lists item, a function or an address, as skipped for reason.
+func (a *Attachment) skip(reason, item string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.Skipped[reason] = append(a.Skipped[reason], item)
+}
+
+// skipFunc lists function fn as skipped for reason and counts it.
+func (a *Attachment) skipFunc(reason, fn string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.Skipped[reason] = append(a.Skipped[reason], fn)
+	a.countLocked(0, 1)
+}
+
+// count counts functions attached and skipped whose links went in with
+// add and whose skips with skip.
+func (a *Attachment) count(attached, skipped int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.countLocked(attached, skipped)
+}
+
+func (a *Attachment) countLocked(attached, skipped int) {
+	a.Attached += attached
+	a.skipped += skipped
+	if a.progress != nil {
+		a.progress(a.Attached, a.skipped, a.total)
+	}
 }
 
 // RecursionMisses returns, per capture program, how often the kernel

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -93,7 +92,8 @@ func checkMemory(n int, cost perFunction, available int64) error {
 
 // attachEach runs attach for every target, fentryParallel at a time,
 // after checking there is memory for them and making room for their open
-// files.
+// files. attach counts each target attached (addFunc) or skipped
+// (skipFunc), or fails.
 func attachEach(ctx context.Context, targets []Target, cost perFunction, progress Progress, attach func(*Attachment, Target) error) (*Attachment, error) {
 	mem, err := kernel.MemInfo()
 	if err != nil {
@@ -105,8 +105,7 @@ func attachEach(ctx context.Context, targets []Target, cost perFunction, progres
 	if err := raiseFileLimit(len(targets) * cost.files); err != nil {
 		return nil, err
 	}
-	a := newAttachment()
-	var done atomic.Int64
+	a := newAttachment(len(targets), progress)
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(fentryParallel)
 	for _, t := range targets {
@@ -114,11 +113,7 @@ func attachEach(ctx context.Context, targets []Target, cost perFunction, progres
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			err := attach(a, t)
-			if progress != nil {
-				progress(int(done.Add(1)), len(targets))
-			}
-			return err
+			return attach(a, t)
 		})
 	}
 	return a, g.Wait()
@@ -183,7 +178,7 @@ func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*
 			p.prog.Close()
 		}
 		if reason := classify(err); reason != "" {
-			a.skip(reason, fn.Name)
+			a.skipFunc(reason, fn.Name)
 			return nil
 		}
 		return fmt.Errorf("attach to %s: %w", fn.Name, err)

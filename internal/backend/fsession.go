@@ -27,7 +27,7 @@ func AttachFsession(ctx context.Context, spec *ebpf.CollectionSpec, maps map[str
 	return attachEach(ctx, targets, fsessionCost, progress, func(a *Attachment, t Target) error {
 		fn := t.Plan.Func
 		if reason := notVmlinux(fn.Module); reason != "" {
-			a.skip(reason, fn.Name)
+			a.skipFunc(reason, fn.Name)
 			return nil
 		}
 		one, err := spliceNrCaps(insns, t)
@@ -51,7 +51,7 @@ func AttachFsession(ctx context.Context, spec *ebpf.CollectionSpec, maps map[str
 			prog.Close()
 		}
 		if reason := classify(err); reason != "" {
-			a.skip(reason, fn.Name)
+			a.skipFunc(reason, fn.Name)
 			return nil
 		}
 		return fmt.Errorf("fsession on %s: %w", fn.Name, err)

@@ -1,5 +1,3 @@
-// SPDX-License-Identifier: Apache-2.0
-
 package backend
 
 import (
@@ -22,9 +20,9 @@ const maxBatch = 1 << 20
 // found and skipped; ENOMEM, seen on 6.7-6.11 for large batches, also
 // halves it.
 func KprobeMulti(ctx context.Context, entry, exit *ebpf.Program, targets []Target, progress Progress) (*Attachment, error) {
-	a := newAttachment()
+	a := newAttachment(len(targets), progress)
 	a.programs = []program{{name: "kprobe_capture", prog: entry}, {name: "kretprobe_capture", prog: exit}}
-	return attachByAddress(ctx, a, "kprobe.multi", targets, progress, func(opts link.KprobeMultiOptions) ([]link.Link, error) {
+	return attachByAddress(ctx, a, "kprobe.multi", targets, func(opts link.KprobeMultiOptions) ([]link.Link, error) {
 		// The exit link goes first: see kinds in fentry.go.
 		r, err := link.KretprobeMulti(exit, opts)
 		if err != nil {
@@ -45,9 +43,9 @@ func KprobeMulti(ctx context.Context, entry, exit *ebpf.Program, targets []Targe
 // and exit of each call; the kernel runs the exit only when the entry
 // returned 0.
 func KprobeSession(ctx context.Context, prog *ebpf.Program, targets []Target, progress Progress) (*Attachment, error) {
-	a := newAttachment()
+	a := newAttachment(len(targets), progress)
 	a.programs = []program{{name: "kprobe_session_capture", prog: prog}}
-	return attachByAddress(ctx, a, "kprobe.session", targets, progress, func(opts link.KprobeMultiOptions) ([]link.Link, error) {
+	return attachByAddress(ctx, a, "kprobe.session", targets, func(opts link.KprobeMultiOptions) ([]link.Link, error) {
 		opts.Session = true
 		l, err := link.KprobeMulti(prog, opts)
 		if err != nil {
@@ -58,14 +56,15 @@ func KprobeSession(ctx context.Context, prog *ebpf.Program, targets []Target, pr
 }
 
 // attachByAddress attaches every address of the targets in batches with
-// attach, which creates the links of one batch or none.
-func attachByAddress(ctx context.Context, a *Attachment, what string, targets []Target, progress Progress, attach func(link.KprobeMultiOptions) ([]link.Link, error)) (*Attachment, error) {
+// attach, which creates the links of one batch or none. A target counts
+// as attached when all its addresses are.
+func attachByAddress(ctx context.Context, a *Attachment, what string, targets []Target, attach func(link.KprobeMultiOptions) ([]link.Link, error)) (*Attachment, error) {
 	var addrs []uintptr
 	var cookies []uint64
 	var owner []int // target index of each address
 	for i, t := range targets {
 		if len(t.Plan.Func.Addrs) == 0 {
-			a.skip("no address in kallsyms", t.Plan.Func.Name)
+			a.skipFunc("no address in kallsyms", t.Plan.Func.Name)
 			continue
 		}
 		for _, addr := range t.Plan.Func.Addrs {
@@ -74,45 +73,62 @@ func attachByAddress(ctx context.Context, a *Attachment, what string, targets []
 			owner = append(owner, i)
 		}
 	}
-	b := &batcher{
-		a: a, what: what, total: len(addrs), progress: progress, failed: map[int]bool{}, attached: make([]bool, len(addrs)),
-		attach: func(lo, hi int) ([]link.Link, error) {
-			return attach(link.KprobeMultiOptions{Addresses: addrs[lo:hi], Cookies: cookies[lo:hi]})
-		},
-		name: func(i int) string { return fmt.Sprintf("%#x", addrs[i]) },
+	b := newBatcher(a, what, owner, len(targets))
+	b.attach = func(lo, hi int) ([]link.Link, error) {
+		return attach(link.KprobeMultiOptions{Addresses: addrs[lo:hi], Cookies: cookies[lo:hi]})
 	}
+	b.name = func(i int) string { return fmt.Sprintf("%#x", addrs[i]) }
 	var err error
 	for lo := 0; lo < len(addrs) && err == nil; lo += maxBatch {
 		err = b.run(ctx, lo, min(lo+maxBatch, len(addrs)))
 	}
-	// A function counts as attached when all its addresses are.
-	missing := map[int]bool{}
-	for i, ok := range b.attached {
-		if !ok {
-			missing[owner[i]] = true
-		}
-	}
-	for i := range targets {
-		if len(targets[i].Plan.Func.Addrs) > 0 && !missing[i] {
-			a.Attached++
-		}
-	}
+	// On error, a holds what was attached: the caller says how far it got
+	// and closes it.
 	return a, err
 }
 
 // batcher attaches items [lo, hi) with one call of attach, which attaches
 // all of them or none; a batch that fails is halved until the failing
-// items are found and skipped.
+// items are found and skipped. Items belong to functions (a function may
+// have several addresses), which it counts in a as they complete.
 type batcher struct {
-	a        *Attachment
-	what     string // the mechanism, for errors
-	attach   func(lo, hi int) ([]link.Link, error)
-	name     func(i int) string // item i, for skips and errors
-	total    int
-	done     int
-	progress Progress
-	failed   map[int]bool // items that could not be attached
-	attached []bool       // items attached
+	a      *Attachment
+	what   string // the mechanism, for errors
+	attach func(lo, hi int) ([]link.Link, error)
+	name   func(i int) string // item i, for skips and errors
+	owner  []int              // the function of each item
+	left   []int              // per function, its items not yet handled
+	failed []bool             // per function, whether an item failed
+}
+
+// newBatcher returns a batcher for items of funcs functions, item i
+// belonging to function owner[i]; attach and name are still to be set.
+func newBatcher(a *Attachment, what string, owner []int, funcs int) *batcher {
+	b := &batcher{a: a, what: what, owner: owner, left: make([]int, funcs), failed: make([]bool, funcs)}
+	for _, f := range owner {
+		b.left[f]++
+	}
+	return b
+}
+
+// handled counts items [lo, hi) as attached or failed, and the functions
+// whose last item they are.
+func (b *batcher) handled(lo, hi int, ok bool) {
+	attached, skipped := 0, 0
+	for _, f := range b.owner[lo:hi] {
+		b.failed[f] = b.failed[f] || !ok
+		if b.left[f]--; b.left[f] > 0 {
+			continue
+		}
+		if b.failed[f] {
+			skipped++
+		} else {
+			attached++
+		}
+	}
+	if attached+skipped > 0 {
+		b.a.count(attached, skipped)
+	}
 }
 
 func (b *batcher) run(ctx context.Context, lo, hi int) error {
@@ -124,13 +140,7 @@ func (b *batcher) run(ctx context.Context, lo, hi int) error {
 		for _, l := range links {
 			b.a.add(l)
 		}
-		for i := lo; i < hi; i++ {
-			b.attached[i] = true
-		}
-		b.done += hi - lo
-		if b.progress != nil {
-			b.progress(b.done, b.total)
-		}
+		b.handled(lo, hi, true)
 		return nil
 	}
 	if errors.Is(err, ebpf.ErrNotSupported) {
@@ -145,8 +155,7 @@ func (b *batcher) run(ctx context.Context, lo, hi int) error {
 			reason = "out of memory (ENOMEM)"
 		}
 		b.a.skip(reason, b.name(lo))
-		b.failed[lo] = true
-		b.done++
+		b.handled(lo, hi, false)
 		return nil
 	}
 	mid := lo + (hi-lo)/2

@@ -1,5 +1,3 @@
-// SPDX-License-Identifier: Apache-2.0
-
 package backend
 
 import (
@@ -21,14 +19,14 @@ import (
 // are found and skipped. Functions in modules are skipped (the link takes
 // vmlinux BTF ids).
 func TracingMulti(ctx context.Context, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, targets []Target, progress Progress) (*Attachment, error) {
-	a := newAttachment()
+	a := newAttachment(len(targets), progress)
 	var ids []btf.TypeID
 	var cookies []uint64
 	var names []string
 	for _, t := range targets {
 		fn := t.Plan.Func
 		if reason := notVmlinux(fn.Module); reason != "" {
-			a.skip(reason, fn.Name)
+			a.skipFunc(reason, fn.Name)
 			continue
 		}
 		ids = append(ids, fn.BTFID)
@@ -52,22 +50,20 @@ func TracingMulti(ctx context.Context, spec *ebpf.CollectionSpec, maps map[strin
 		return nil, fmt.Errorf("tracing_multi: %w", err)
 	}
 	a.programs = []program{{name: bpf.CaptureProgFsessionCapture, prog: prog, owned: true}}
-	b := &batcher{
-		a: a, what: "tracing_multi", total: len(ids), progress: progress, failed: map[int]bool{}, attached: make([]bool, len(ids)),
-		attach: func(lo, hi int) ([]link.Link, error) {
-			l, err := rawbpf.AttachTracingMulti(prog, rawbpf.AttachTraceFSessionMulti, ids[lo:hi], cookies[lo:hi])
-			if err != nil {
-				return nil, err
-			}
-			return []link.Link{l}, nil
-		},
-		name: func(i int) string { return names[i] },
+	owner := make([]int, len(ids)) // one item per function
+	for i := range owner {
+		owner[i] = i
 	}
-	err = b.run(ctx, 0, len(ids))
-	for _, ok := range b.attached {
-		if ok {
-			a.Attached++
+	b := newBatcher(a, "tracing_multi", owner, len(ids))
+	b.attach = func(lo, hi int) ([]link.Link, error) {
+		l, err := rawbpf.AttachTracingMulti(prog, rawbpf.AttachTraceFSessionMulti, ids[lo:hi], cookies[lo:hi])
+		if err != nil {
+			return nil, err
 		}
+		return []link.Link{l}, nil
 	}
-	return a, err
+	b.name = func(i int) string { return names[i] }
+	// On error, a holds what was attached: the caller says how far it got
+	// and closes it.
+	return a, b.run(ctx, 0, len(ids))
 }
