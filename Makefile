@@ -66,6 +66,18 @@ bpf:
 bpf-check: bpf
 	@git diff --exit-code --stat internal/bpf || { echo "internal/bpf: committed BPF objects are stale: run make bpf and commit"; exit 1; }
 
+# soak traces every traceable function system-wide for a minute with
+# --stats while a mixed workload runs, in each guest named by KERNEL that
+# has kprobe.session or kprobe.multi, and checks trawl stops on time,
+# every call is accounted for and nothing stays patched, also after
+# kill -9 (TestSoak in cmd/trawl; make test runs it at a smaller size).
+.PHONY: soak
+soak: tools fetch
+	@failed=; for k in $(KERNEL); do \
+		TRAWL_SOAK=full GOARCH=$${k%%-*} go test -count=1 -v -timeout 90m -run '^TestSoak$$' \
+			-exec "$(CURDIR)/bin/vmrun -timeout 80m -kernel $$k" ./cmd/trawl || failed="$$failed $$k"; \
+	done; test -z "$$failed" || { echo "soak failed on:$$failed"; exit 1; }
+
 # bench runs cmd/trawl-bench in each guest named by KERNEL, one after the
 # other, and prints Markdown tables (docs/benchmarks.md holds measured
 # ones). BENCH_PARTS picks the parts: calls, the per-call cost, in a guest

@@ -404,13 +404,13 @@ func (s *Session) Discard() (int, error) {
 		err := s.reader.ReadInto(&s.rec)
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringbuf.ErrClosed):
-			s.discarded += uint64(n)
 			return n, nil
 		case err != nil:
-			s.discarded += uint64(n)
 			return n, err
 		}
 		n++
+		s.received++
+		s.discarded++
 	}
 }
 

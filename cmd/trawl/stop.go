@@ -313,11 +313,13 @@ func summary(w io.Writer, st trawl.Stats) {
 	}
 }
 
-// lateSummary reports the calls that ended between the summary and the
-// end of the detach, which no output shows.
+// lateSummary reports the calls that ended or were counted between the
+// summary and the end of the detach, which no output shows, with the
+// final account of every call.
 func lateSummary(w io.Writer, before, after trawl.Stats) {
-	if n := after.Calls - before.Calls; n > 0 {
-		fmt.Fprintf(w, "trawl: %d more calls ended while detaching: %d not read, %d dropped, %d filtered out at exit\n",
-			n, after.Discarded-before.Discarded, after.Drops-before.Drops, after.FilteredExit-before.FilteredExit)
+	if after.Calls == before.Calls && after.Received == before.Received && after.Drops == before.Drops && after.FilteredExit == before.FilteredExit {
+		return
 	}
+	fmt.Fprintf(w, "trawl: by the end of the detach, %d calls: %d read, %d not read, %d dropped (ring buffer full), %d filtered out at exit\n",
+		after.Calls, after.Received-after.Discarded, after.Discarded, after.Drops, after.FilteredExit)
 }

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -36,6 +37,13 @@ func TestMain(m *testing.M) {
 		end := time.Now().Add(d)
 		for i := 0; d == 0 || i%1024 != 0 || time.Now().Before(end); i++ {
 			syscall.Getppid()
+		}
+		os.Exit(0)
+	case len(os.Args) == 3 && os.Args[1] == soakloadArg:
+		d, _ := time.ParseDuration(os.Args[2])
+		if err := soakload(d); err != nil {
+			fmt.Fprintln(os.Stderr, "soak workload:", err)
+			os.Exit(1)
 		}
 		os.Exit(0)
 	case os.Getenv(roleEnv) == "trawl":
