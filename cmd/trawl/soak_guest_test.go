@@ -92,7 +92,9 @@ func TestSoak(t *testing.T) {
 			cmd.Process.Kill()
 			t.Fatalf("still running long after its duration\n%s", errOut.String())
 		}
-		t.Logf("armed to end: %v (duration %v)\n%s", time.Since(armed).Round(time.Millisecond), d, errOut.String())
+		stopping, summed := errOut.when("trawl: stopping"), errOut.when(" calls: ")
+		t.Logf("armed to end: %v (duration %v); from stopping to the summary: %v, from the summary to the end: %v\n%s",
+			time.Since(armed).Round(time.Millisecond), d, summed.Sub(stopping).Round(time.Millisecond), time.Since(summed).Round(time.Millisecond), errOut.String())
 		reconcile(t, errOut.String())
 		if after := enabledFunctions(t); after != before {
 			t.Errorf("%d functions patched before trawl and %d after it exited", before, after)

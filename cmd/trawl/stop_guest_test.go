@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +38,13 @@ func TestMain(m *testing.M) {
 		end := time.Now().Add(d)
 		for i := 0; d == 0 || i%1024 != 0 || time.Now().Before(end); i++ {
 			syscall.Getppid()
+		}
+		os.Exit(0)
+	case len(os.Args) == 3 && os.Args[1] == forkloopArg:
+		n, _ := strconv.Atoi(os.Args[2])
+		if err := forkloop(n); err != nil {
+			fmt.Fprintln(os.Stderr, "fork loop:", err)
+			os.Exit(1)
 		}
 		os.Exit(0)
 	case len(os.Args) == 3 && os.Args[1] == soakloadArg:
@@ -284,15 +292,22 @@ func TestStopSystemWide(t *testing.T) {
 }
 
 // syncBuffer is a bytes.Buffer safe to write from the command's copier
-// while the test reads it.
+// while the test reads it; it notes when each write came.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	writes []timedWrite
+}
+
+type timedWrite struct {
+	at   time.Time
+	text string
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.writes = append(b.writes, timedWrite{time.Now(), string(p)})
 	return b.buf.Write(p)
 }
 
@@ -300,4 +315,115 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// when returns when text was first written (zero: never, or split over
+// writes).
+func (b *syncBuffer) when(text string) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, w := range b.writes {
+		if strings.Contains(w.text, text) {
+			return w.at
+		}
+	}
+	return time.Time{}
+}
+
+// TestStopDuringAttach interrupts trawl while it attaches, one fentry
+// program pair per function: it must detach what it attached, print the
+// summary with what was attached and skipped so far, and say it was
+// interrupted, with the status of SIGINT.
+func TestStopDuringAttach(t *testing.T) {
+	guest.Require(t)
+	cmd := trawlCmd("--backend", trawl.BackendFentry, "vfs_*")
+	var errOut syncBuffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	start := time.Now()
+	for !strings.Contains(errOut.String(), "trawl: attached ") {
+		if strings.Contains(errOut.String(), "trawl: tracing") {
+			cmd.Process.Kill()
+			t.Skipf("attached everything before a progress line could be seen:\n%s", errOut.String())
+		}
+		if time.Since(start) > startLimit {
+			cmd.Process.Kill()
+			t.Fatalf("no attach progress after %v\n%s", startLimit, errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-done:
+		if got, want := exitStatus(t, err), 128+int(syscall.SIGINT); got != want {
+			t.Errorf("status %d, want %d", got, want)
+		}
+	case <-time.After(startLimit):
+		cmd.Process.Kill()
+		t.Fatalf("still running %v after the interrupt\n%s", startLimit, errOut.String())
+	}
+	stderr := errOut.String()
+	t.Logf("stderr:\n%s", stderr)
+	if !strings.Contains(stderr, "trawl: interrupted before tracing began") {
+		t.Error("does not say it was interrupted")
+	}
+	m := regexp.MustCompile(`; (\d+) functions attached, (\d+) skipped`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatal("no summary")
+	}
+	if n, _ := strconv.Atoi(m[1]); n == 0 {
+		t.Error("summary says nothing was attached, though progress said some was")
+	}
+}
+
+// forkloopArg as the first argument makes the test binary fork the number
+// of children in the second argument, one after the other, each calling
+// getppid once and exiting.
+const forkloopArg = "__forkloop"
+
+// forkloop forks n children in turn. Each child makes two raw system
+// calls, getppid and exit_group, and nothing else: a copy of a Go process
+// may run no Go code.
+func forkloop(n int) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for range n {
+		pid, _, errno := syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
+		if errno != 0 {
+			return fmt.Errorf("clone: %w", errno)
+		}
+		if pid == 0 {
+			syscall.RawSyscall(syscall.SYS_GETPPID, 0, 0, 0)
+			syscall.RawSyscall(syscall.SYS_EXIT_GROUP, 0, 0, 0)
+		}
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(int(pid), &ws, 0, nil); err != nil {
+			return fmt.Errorf("wait: %w", err)
+		}
+	}
+	return nil
+}
+
+// TestFollowManyChildren traces a command that forks more children, one
+// after the other, than the followed-pids map holds (8192): as each exits
+// its entry goes, so every child is followed and none is missed.
+func TestFollowManyChildren(t *testing.T) {
+	guest.Require(t)
+	const children = 10000
+	cmd := trawlCmd("--stats", hotFunc, "--", os.Args[0], forkloopArg, strconv.Itoa(children))
+	_, stderr, status := runLimited(t, cmd, 20*time.Minute)
+	t.Logf("stderr:\n%s", stderr)
+	if status != 0 {
+		t.Fatalf("status %d", status)
+	}
+	if !strings.Contains(stderr, " 0 children not followed") {
+		t.Error("children not followed")
+	}
+	if calls := checkSummary(t, stderr); calls < children {
+		t.Errorf("%d calls of getppid, want at least one per child (%d)", calls, children)
+	}
 }
