@@ -18,13 +18,6 @@ import (
 	"github.com/trawl-dev/trawl/internal/plan"
 )
 
-// Where the capture program runs the --filter expression (FILTER_AT_* of
-// internal/bpf/capture.c).
-const (
-	filterAtEntry = 1
-	filterAtExit  = 2
-)
-
 // filters are the in-kernel filters of a session besides pid and comm:
 // cgroup, duration, errors and the --filter expression.
 type filters struct {
@@ -125,11 +118,11 @@ func (f *filters) noneLeft(n int) error {
 // the compiled expressions into the programs that serve every target.
 // fentry and fexit programs get theirs per function, when attaching.
 func (f *filters) configure(spec *ebpf.CollectionSpec, targets []backend.Target) error {
-	at := uint32(0)
+	var at bpf.CaptureFilterPlace // 0: no expression
 	if f.expr != nil {
-		at = filterAtEntry
+		at = bpf.CaptureFilterPlaceFILTER_AT_ENTRY
 		if f.expr.UsesRet() {
-			at = filterAtExit
+			at = bpf.CaptureFilterPlaceFILTER_AT_EXIT
 		}
 	}
 	errs := uint32(0)

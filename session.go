@@ -472,15 +472,8 @@ func (s *Session) Stats() (Stats, error) {
 	if s.coll == nil {
 		return st, nil
 	}
-	counters := []*uint64{&st.Calls, &st.Drops, &st.MissStorage, &st.MissDepth, &st.MissEntry, &st.MissExit, &st.Filtered, &st.FilteredExpr, &st.FilteredExit, &st.CookieLookups, &st.MissFrame, &st.MissPIDs}
-	for i, dst := range counters {
-		var perCPU []uint64
-		if err := s.coll.Maps[bpf.CaptureMapCounters].Lookup(uint32(i), &perCPU); err != nil {
-			return st, fmt.Errorf("read counters: %w", err)
-		}
-		for _, v := range perCPU {
-			*dst += v
-		}
+	if err := addCounters(&st, s.coll.Maps[bpf.CaptureMapCounters]); err != nil {
+		return st, fmt.Errorf("read counters: %w", err)
 	}
 	return st, nil
 }

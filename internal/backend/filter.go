@@ -7,6 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/filter"
 	"github.com/trawl-dev/trawl/internal/plan"
 )
@@ -36,9 +37,9 @@ func SpliceFilter(prog *ebpf.ProgramSpec, targets []Target) error {
 
 // Error kinds of a plan's return value, from internal/bpf/capture.h.
 const (
-	errNone = 0
-	errNeg  = 1
-	errPtr  = 2
+	errNone = uint8(bpf.CaptureErrKindERR_NONE)
+	errNeg  = uint8(bpf.CaptureErrKindERR_NEG)
+	errPtr  = uint8(bpf.CaptureErrKindERR_PTR)
 )
 
 // errKind says how a function's return value tells an error: a negative

@@ -11,10 +11,10 @@ import (
 	"github.com/trawl-dev/trawl/internal/bpf"
 )
 
-// Mirrored from internal/bpf/capture.h.
+// From internal/bpf/capture.h.
 const (
-	ipHashMul   = 0x9E3779B97F4A7C15
-	ipMaxProbes = 8
+	ipHashMul   = uint64(bpf.CaptureIpHashIP_HASH_MUL)
+	ipMaxProbes = uint32(bpf.CaptureLimitIP_MAX_PROBES)
 )
 
 // AddressTable is the table in which the kprobe programs find the function
@@ -68,7 +68,7 @@ func (t AddressTable) hash(ip uint64) uint32 {
 func (t AddressTable) place(ip uint64, id uint32) bool {
 	mask := uint32(1)<<t.Bits - 1
 	h := t.hash(ip)
-	for i := range uint32(ipMaxProbes) {
+	for i := range ipMaxProbes {
 		k := (h + i) & mask
 		if _, used := t.entries[k]; !used {
 			t.entries[k] = bpf.CaptureIpFunc{Ip: ip, Func: id}

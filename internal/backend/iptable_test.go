@@ -15,7 +15,7 @@ import (
 func (t AddressTable) find(ip uint64) (uint32, bool) {
 	mask := uint32(1)<<t.Bits - 1
 	h := t.hash(ip)
-	for i := range uint32(ipMaxProbes) {
+	for i := range ipMaxProbes {
 		e, ok := t.entries[(h+i)&mask]
 		if !ok {
 			break

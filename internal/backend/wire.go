@@ -9,16 +9,17 @@ import (
 	"github.com/trawl-dev/trawl/internal/plan"
 )
 
-// Limits of the BPF program, mirrored from internal/bpf/capture.h.
+// Limits and flags of the BPF program, from internal/bpf/capture.h (bpf2go
+// generates them), typed as the fields that hold them.
 const (
-	MaxSlots = 12
-	MaxCaps  = 12
-	maxCap   = 512
-	srcStack = 0x8000
-	capMem   = 1
-	capStr   = 2
+	MaxSlots = int(bpf.CaptureLimitMAX_SLOTS)
+	MaxCaps  = int(bpf.CaptureLimitMAX_CAPS)
+	maxCap   = int(bpf.CaptureLimitMAX_CAP)
+	srcStack = uint16(bpf.CaptureSrcFlagSRC_STACK)
+	capMem   = uint8(bpf.CaptureCapKindCAP_MEM)
+	capStr   = uint8(bpf.CaptureCapKindCAP_STR)
 
-	planRegsInOrder = 1
+	planRegsInOrder = uint16(bpf.CapturePlanFlagPLAN_REGS_IN_ORDER)
 )
 
 // CapturedArgs returns the indexes of the arguments whose memory the BPF

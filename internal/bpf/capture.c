@@ -169,8 +169,26 @@ static __always_inline __u32 func_at(void *ctx, __u64 ip)
  * the body of trawl_filter, which the loader splices into each program
  * that calls it: for a program serving many functions, the body dispatches
  * on r->func. */
-#define FILTER_AT_ENTRY 1 /* the expression uses arguments only */
-#define FILTER_AT_EXIT 2  /* the expression uses ret */
+enum filter_place {
+	FILTER_AT_ENTRY = 1, /* the expression uses arguments only */
+	FILTER_AT_EXIT = 2,  /* the expression uses ret */
+};
+
+/* The enums the Go loader shares. A type reaches the object's BTF, from
+ * which bpf2go generates Go (the -type flags of gen.go), only if something
+ * in the object refers to it: this pointer, never set nor read, does. */
+struct shared {
+	enum limit limit;
+	enum cap_kind cap_kind;
+	enum src_flag src_flag;
+	enum err_kind err_kind;
+	enum plan_flag plan_flag;
+	enum rec_flag rec_flag;
+	enum ip_hash ip_hash;
+	enum counter counter;
+	enum filter_place filter_place;
+};
+const struct shared *shared __attribute__((unused));
 
 /* trawl_filter returns whether call r passes the --filter expression (at
  * exit, r->ret is set). The loader replaces this body; being global, it is

@@ -1,14 +1,20 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* Shared layout of trawl's capture program and its Go loader. Every size
- * and offset here is mirrored by the Go structs bpf2go generates. */
+ * and offset here is mirrored by the Go structs bpf2go generates. The
+ * constants the loader uses are enumerators, not macros, which do not
+ * reach the object: struct shared (capture.c) puts their enums in the
+ * object's BTF, from which bpf2go generates them for Go. */
 #ifndef TRAWL_CAPTURE_H
 #define TRAWL_CAPTURE_H
 
-#define MAX_SLOTS 12     /* argument slots: x86-64 trampolines take 12 */
-#define MAX_CAPS 12      /* pointer arguments whose memory is copied */
-#define MAX_DEPTH 16     /* nested traced calls kept per task */
-#define MAX_DATA 1024    /* bytes copied behind pointers, per call */
-#define MAX_CAP 512      /* bytes copied behind one pointer (power of 2) */
+enum limit {
+	MAX_SLOTS = 12,    /* argument slots: x86-64 trampolines take 12 */
+	MAX_CAPS = 12,     /* pointer arguments whose memory is copied */
+	MAX_DEPTH = 16,    /* nested traced calls kept per task */
+	MAX_DATA = 1024,   /* bytes copied behind pointers, per call */
+	MAX_CAP = 512,     /* bytes copied behind one pointer (power of 2) */
+	IP_MAX_PROBES = 8, /* address table slots tried from an address's hash */
+};
 
 /* What a capture copies. */
 enum cap_kind {
@@ -24,7 +30,9 @@ struct cap {
 
 /* src of a kprobe slot: SRC_STACK set means an offset from the stack
  * pointer at entry, else the index of an argument register. */
-#define SRC_STACK 0x8000
+enum src_flag {
+	SRC_STACK = 0x8000,
+};
 
 /* How a function's return value tells an error, for --errors. */
 enum err_kind {
@@ -34,7 +42,9 @@ enum err_kind {
 };
 
 /* Flags of a plan. */
-#define PLAN_REGS_IN_ORDER 1 /* kprobes: slot i is argument register i, for every slot */
+enum plan_flag {
+	PLAN_REGS_IN_ORDER = 1, /* kprobes: slot i is argument register i, for every slot */
+};
 
 /* plan is what the program needs to know about one function. */
 struct plan {
@@ -48,9 +58,11 @@ struct plan {
 };
 
 /* Flags of a record. */
-#define REC_ENTRY 1     /* entry seen: slots and data are valid */
-#define REC_EXIT 2      /* exit seen: ret and exit_ts are valid */
-#define REC_TRUNCATED 4 /* the data budget ran out */
+enum rec_flag {
+	REC_ENTRY = 1,     /* entry seen: slots and data are valid */
+	REC_EXIT = 2,      /* exit seen: ret and exit_ts are valid */
+	REC_TRUNCATED = 4, /* the data budget ran out */
+};
 
 /* record is one call as it goes to user space: its header, then data_len
  * bytes of captured memory, cap_len[i] bytes for capture i in order. */
@@ -125,8 +137,9 @@ struct ip_func {
 	__u32 pad;
 };
 
-#define IP_HASH_MUL 0x9E3779B97F4A7C15ULL /* 2^64 / golden ratio */
-#define IP_MAX_PROBES 8 /* table slots tried from an address's hash */
+enum ip_hash {
+	IP_HASH_MUL = 0x9E3779B97F4A7C15ULL, /* 2^64 / golden ratio */
+};
 
 /* frame_key finds a frame in the frames map: the task and the depth. */
 struct frame_key {
@@ -134,7 +147,9 @@ struct frame_key {
 	__u32 depth;
 };
 
-/* Counters, per CPU. */
+/* Counters, per CPU. The loader reads each into the Stats field of its
+ * name (CNT_MISS_EXIT into MissExit, CNT_MISS_PIDS into MissPIDs): a new
+ * counter needs that field. */
 enum counter {
 	CNT_CALLS,        /* exits seen */
 	CNT_DROPS,        /* records the ring buffer had no room for */

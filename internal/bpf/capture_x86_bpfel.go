@@ -13,6 +13,28 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type CaptureCapKind uint32
+
+const (
+	CaptureCapKindCAP_MEM CaptureCapKind = 1
+	CaptureCapKindCAP_STR CaptureCapKind = 2
+)
+
+type CaptureErrKind uint32
+
+const (
+	CaptureErrKindERR_NONE CaptureErrKind = 0
+	CaptureErrKindERR_NEG  CaptureErrKind = 1
+	CaptureErrKindERR_PTR  CaptureErrKind = 2
+)
+
+type CaptureFilterPlace uint32
+
+const (
+	CaptureFilterPlaceFILTER_AT_ENTRY CaptureFilterPlace = 1
+	CaptureFilterPlaceFILTER_AT_EXIT  CaptureFilterPlace = 2
+)
+
 type CaptureFrame struct {
 	_    structs.HostLayout
 	Rec  CaptureRecord
@@ -32,6 +54,23 @@ type CaptureIpFunc struct {
 	Pad  uint32
 }
 
+type CaptureIpHash uint64
+
+const (
+	CaptureIpHashIP_HASH_MUL CaptureIpHash = 11400714819323198485
+)
+
+type CaptureLimit uint32
+
+const (
+	CaptureLimitMAX_SLOTS     CaptureLimit = 12
+	CaptureLimitMAX_CAPS      CaptureLimit = 12
+	CaptureLimitMAX_DEPTH     CaptureLimit = 16
+	CaptureLimitMAX_DATA      CaptureLimit = 1024
+	CaptureLimitMAX_CAP       CaptureLimit = 512
+	CaptureLimitIP_MAX_PROBES CaptureLimit = 8
+)
+
 type CapturePlan struct {
 	_       structs.HostLayout
 	NrSlots uint8
@@ -47,6 +86,20 @@ type CapturePlan struct {
 		Size uint16
 	}
 }
+
+type CapturePlanFlag uint32
+
+const (
+	CapturePlanFlagPLAN_REGS_IN_ORDER CapturePlanFlag = 1
+)
+
+type CaptureRecFlag uint32
+
+const (
+	CaptureRecFlagREC_ENTRY     CaptureRecFlag = 1
+	CaptureRecFlagREC_EXIT      CaptureRecFlag = 2
+	CaptureRecFlagREC_TRUNCATED CaptureRecFlag = 4
+)
 
 type CaptureRecord struct {
 	_         structs.HostLayout
@@ -88,6 +141,12 @@ type CaptureShadow struct {
 	}
 }
 
+type CaptureSrcFlag uint32
+
+const (
+	CaptureSrcFlagSRC_STACK CaptureSrcFlag = 32768
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -116,6 +175,7 @@ const (
 	CaptureVarFilterPids            = "filter_pids"
 	CaptureVarIpBits                = "ip_bits"
 	CaptureVarMinDuration           = "min_duration"
+	CaptureVarShared                = "shared"
 )
 
 // LoadCapture returns the embedded CollectionSpec for Capture.
@@ -196,6 +256,7 @@ type CaptureVariableSpecs struct {
 	FilterPids   *ebpf.VariableSpec `ebpf:"filter_pids"`
 	IpBits       *ebpf.VariableSpec `ebpf:"ip_bits"`
 	MinDuration  *ebpf.VariableSpec `ebpf:"min_duration"`
+	Shared       *ebpf.VariableSpec `ebpf:"shared"`
 }
 
 // CaptureObjects contains all objects after they have been loaded into the kernel.
@@ -253,6 +314,7 @@ type CaptureVariables struct {
 	FilterPids   *ebpf.Variable `ebpf:"filter_pids"`
 	IpBits       *ebpf.Variable `ebpf:"ip_bits"`
 	MinDuration  *ebpf.Variable `ebpf:"min_duration"`
+	Shared       *ebpf.Variable `ebpf:"shared"`
 }
 
 // CapturePrograms contains all programs after they have been loaded into the kernel.

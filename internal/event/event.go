@@ -24,9 +24,8 @@ import (
 
 // Record flags, from internal/bpf/capture.h.
 const (
-	recEntry     = 1
-	recExit      = 2
-	recTruncated = 4
+	recEntry     = uint8(bpf.CaptureRecFlagREC_ENTRY)
+	recTruncated = uint8(bpf.CaptureRecFlagREC_TRUNCATED)
 )
 
 const headerSize = int(unsafe.Sizeof(bpf.CaptureRecord{}))
