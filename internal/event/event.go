@@ -7,8 +7,6 @@
 package event
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"unsafe"
@@ -45,9 +43,14 @@ func Parse(raw []byte) (Record, error) {
 	if len(raw) < headerSize {
 		return r, fmt.Errorf("%w: %d bytes", ErrShortRecord, len(raw))
 	}
-	if err := binary.Read(bytes.NewReader(raw[:headerSize]), binary.NativeEndian, &r.CaptureRecord); err != nil {
-		return r, err
-	}
+	// The header is struct record as the capture program wrote it: in
+	// the host's byte order, and laid out as in bpf.CaptureRecord, which
+	// bpf2go generates for this architecture from the object's BTF with
+	// every padding explicit (structs.HostLayout). It holds no pointers, so
+	// copying its bytes over the struct is exact, and much cheaper than
+	// binary.Read, which goes field by field through reflection and
+	// allocates. TestParse checks the layout against the object.
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r.CaptureRecord)), headerSize), raw)
 	r.Data = raw[headerSize:]
 	if int(r.DataLen) > len(r.Data) {
 		return r, fmt.Errorf("%w: %d data bytes of %d", ErrShortRecord, len(r.Data), r.DataLen)
@@ -56,22 +59,43 @@ func Parse(raw []byte) (Record, error) {
 	return r, nil
 }
 
-// Decoder turns records into calls.
+// Decoder turns records into calls. It keeps what a record needs besides
+// its bytes, so that decoding one allocates nothing of its own.
 type Decoder struct {
 	plans []*plan.Plan
 	dec   *decode.Decoder
 	// caps holds, per plan, the argument index of each capture.
 	caps [][]int
+	// data is the memory captured behind each argument of the current
+	// record, nil where none was.
+	data [][]byte
+	// comms interns task names: a session sees few, each in many records.
+	comms map[[16]int8]string
 }
+
+// rawArgs is how many argument registers are shown for a function without
+// prototype.
+const rawArgs = 6
+
+// maxComms bounds the interned task names; past it, they start anew.
+const maxComms = 4096
 
 // NewDecoder decodes records of the given plans (indexed by the record's
 // function ID).
 func NewDecoder(plans []*plan.Plan, opts decode.Options, sym decode.Symbolizer) *Decoder {
-	caps := make([][]int, len(plans))
-	for i, p := range plans {
-		caps[i] = backend.CapturedArgs(p)
+	d := &Decoder{
+		plans: plans,
+		dec:   decode.NewDecoder(opts, sym),
+		caps:  make([][]int, len(plans)),
+		comms: map[[16]int8]string{},
 	}
-	return &Decoder{plans: plans, dec: decode.NewDecoder(opts, sym), caps: caps}
+	for i, p := range plans {
+		d.caps[i] = backend.CapturedArgs(p)
+		if len(p.Args) > len(d.data) {
+			d.data = make([][]byte, len(p.Args))
+		}
+	}
+	return d
 }
 
 // Call decodes r into c, reusing c's argument slice.
@@ -85,7 +109,7 @@ func (d *Decoder) Call(r *Record, c *render.Call) error {
 		CPU:    uint32(r.Cpu),
 		PID:    r.Tgid,
 		TID:    r.Pid,
-		Comm:   comm(r.Comm[:]),
+		Comm:   d.comm(r.Comm),
 		Func:   p.Func.Name,
 		Module: p.Func.Module,
 		Depth:  int(r.Depth),
@@ -109,7 +133,8 @@ func (d *Decoder) Call(r *Record, c *render.Call) error {
 }
 
 func (d *Decoder) args(r *Record, p *plan.Plan, out []decode.Value) []decode.Value {
-	data := map[int][]byte{}
+	data := d.data[:len(p.Args)]
+	clear(data)
 	off := 0
 	for i, arg := range d.caps[r.Func] {
 		n := int(r.CapLen[i])
@@ -129,20 +154,45 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []decode.Value) []decode.Val
 		raw.Data = data[i]
 		name := a.Name
 		if name == "" {
-			name = fmt.Sprintf("arg%d", i)
+			name = argName(i)
 		}
 		out = append(out, d.dec.Arg(name, a.Type, raw))
 	}
 	if p.Func.Proto == nil {
 		// No prototype: show the raw argument registers.
-		for i := 0; i < 6; i++ {
-			out = append(out, decode.Value{Kind: decode.KindUint, Name: fmt.Sprintf("arg%d", i), Bits: r.Slots[i], Flags: decode.Hex})
+		for i := range rawArgs {
+			out = append(out, decode.Value{Kind: decode.KindUint, Name: argName(i), Bits: r.Slots[i], Flags: decode.Hex})
 		}
 	}
 	return out
 }
 
-func comm(b []int8) string {
+// argNames are the names of arguments BTF leaves unnamed, and of the raw
+// registers of a function without prototype: as many as the program reads.
+var argNames = func() (names [backend.MaxSlots]string) {
+	for i := range names {
+		names[i] = fmt.Sprintf("arg%d", i)
+	}
+	return names
+}()
+
+// argName is the name of argument i where BTF gives none.
+func argName(i int) string {
+	if i < len(argNames) {
+		return argNames[i]
+	}
+	return fmt.Sprintf("arg%d", i)
+}
+
+// comm returns the task name b as a string, the same one for the same
+// name.
+func (d *Decoder) comm(b [16]int8) string {
+	if s, ok := d.comms[b]; ok {
+		return s
+	}
+	if len(d.comms) >= maxComms {
+		clear(d.comms)
+	}
 	n := 0
 	for n < len(b) && b[n] != 0 {
 		n++
@@ -151,5 +201,6 @@ func comm(b []int8) string {
 	for i := range s {
 		s[i] = byte(b[i])
 	}
-	return string(s)
+	d.comms[b] = string(s)
+	return d.comms[b]
 }

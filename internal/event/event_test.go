@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package event
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/trawl-dev/trawl/internal/backend"
+	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/decode"
+	"github.com/trawl-dev/trawl/internal/decode/decodetest"
+	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/plan"
+	"github.com/trawl-dev/trawl/internal/render"
+)
+
+// recordLayout is struct record as clang laid it out in the compiled
+// capture program: each member's offset and element size, read from the
+// object's BTF, not from the Go struct bpf2go generates.
+type recordLayout struct {
+	size    int
+	members map[string]recordMember
+}
+
+type recordMember struct{ off, size int }
+
+func loadRecordLayout(tb testing.TB) recordLayout {
+	tb.Helper()
+	spec, err := bpf.LoadCapture()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var rec *btf.Struct
+	if err := spec.Types.TypeByName("record", &rec); err != nil {
+		tb.Fatal(err)
+	}
+	l := recordLayout{size: int(rec.Size), members: map[string]recordMember{}}
+	for _, m := range rec.Members {
+		elem := m.Type
+		if arr, ok := btf.UnderlyingType(m.Type).(*btf.Array); ok {
+			elem = arr.Type
+		}
+		size, err := btf.Sizeof(elem)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		l.members[m.Name] = recordMember{off: int(m.Offset.Bytes()), size: size}
+	}
+	return l
+}
+
+// put stores x in element i of the member name of the record header at
+// the start of buf, in the byte order of the bpfel objects.
+func (l recordLayout) put(tb testing.TB, buf []byte, name string, i int, x uint64) {
+	tb.Helper()
+	m, ok := l.members[name]
+	if !ok {
+		tb.Fatalf("struct record has no member %s", name)
+	}
+	b := buf[m.off+i*m.size:]
+	switch m.size {
+	case 1:
+		b[0] = byte(x)
+	case 2:
+		binary.LittleEndian.PutUint16(b, uint16(x))
+	case 4:
+		binary.LittleEndian.PutUint32(b, uint32(x))
+	case 8:
+		binary.LittleEndian.PutUint64(b, x)
+	default:
+		tb.Fatalf("member %s has elements of %d bytes", name, m.size)
+	}
+}
+
+// TestParse writes a distinct value into every member of a record the
+// way the kernel lays it out and checks that Parse finds each in its field.
+func TestParse(t *testing.T) {
+	l := loadRecordLayout(t)
+	if l.size != headerSize {
+		t.Fatalf("struct record is %d bytes in the object, %d in Go", l.size, headerSize)
+	}
+	want := bpf.CaptureRecord{
+		EntryTs:   0x1111111111111101,
+		ExitTs:    0x2222222222222202,
+		Ret:       0x3333333333333303,
+		Func:      0x44444404,
+		Tgid:      0x55555505,
+		Pid:       0x66666606,
+		Cpu:       0x7707,
+		Flags:     0x88,
+		Depth:     0x99,
+		CapFailed: 0xaa0a,
+		DataLen:   5,
+		Pad:       0xbbbbbb0b,
+	}
+	raw := make([]byte, headerSize, headerSize+8)
+	for _, m := range []struct {
+		name string
+		x    uint64
+	}{
+		{"entry_ts", want.EntryTs}, {"exit_ts", want.ExitTs}, {"ret", want.Ret},
+		{"func", uint64(want.Func)}, {"tgid", uint64(want.Tgid)}, {"pid", uint64(want.Pid)},
+		{"cpu", uint64(want.Cpu)}, {"flags", uint64(want.Flags)}, {"depth", uint64(want.Depth)},
+		{"cap_failed", uint64(want.CapFailed)}, {"data_len", uint64(want.DataLen)}, {"pad", uint64(want.Pad)},
+	} {
+		l.put(t, raw, m.name, 0, m.x)
+	}
+	for i := range want.Slots {
+		want.Slots[i] = 0xc0c0c0c0c0c0c000 + uint64(i)
+		l.put(t, raw, "slots", i, want.Slots[i])
+	}
+	for i := range want.CapLen {
+		want.CapLen[i] = 0xd000 + uint16(i)
+		l.put(t, raw, "cap_len", i, uint64(want.CapLen[i]))
+	}
+	for i, c := range "kworker/u16:3-e" {
+		want.Comm[i] = int8(c)
+		l.put(t, raw, "comm", i, uint64(c))
+	}
+	raw = append(raw, "hello!!!"...)
+
+	r, err := Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.CaptureRecord != want {
+		t.Errorf("parsed\n%+v\nwant\n%+v", r.CaptureRecord, want)
+	}
+	if string(r.Data) != "hello" {
+		t.Errorf("data %q, want the %d bytes data_len says: %q", r.Data, want.DataLen, "hello")
+	}
+
+	if _, err := Parse(raw[:headerSize-1]); !errors.Is(err, ErrShortRecord) {
+		t.Errorf("record shorter than its header: %v, want ErrShortRecord", err)
+	}
+	if _, err := Parse(raw[:headerSize+4]); !errors.Is(err, ErrShortRecord) {
+		t.Errorf("record shorter than data_len: %v, want ErrShortRecord", err)
+	}
+}
+
+// tcpSendmsg returns the plan of tcp_sendmsg(struct sock *sk, struct
+// msghdr *msg, size_t size) and a record of a call the kernel would send
+// for it, sk's and msg's structs captured.
+func tcpSendmsg(tb testing.TB) (*plan.Plan, []byte) {
+	tb.Helper()
+	spec, err := decodetest.Spec()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var fn *btf.Func
+	if err := spec.TypeByName("tcp_sendmsg", &fn); err != nil {
+		tb.Fatal(err)
+	}
+	p, err := plan.New(&kernel.Function{Name: fn.Name, Proto: fn}, plan.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l := loadRecordLayout(tb)
+	raw := make([]byte, headerSize)
+	for _, m := range []struct {
+		name string
+		i    int
+		x    uint64
+	}{
+		{"entry_ts", 0, 1_000_000_000_000}, {"exit_ts", 0, 1_000_000_012_345}, {"ret", 0, 5},
+		{"tgid", 0, 4242}, {"pid", 0, 4242}, {"cpu", 0, 1}, {"flags", 0, 3 /* REC_ENTRY | REC_EXIT */},
+		{"slots", 0, 0xffff888003a1c000}, {"slots", 1, 0xffffc90000b1bd80}, {"slots", 2, 5},
+	} {
+		l.put(tb, raw, m.name, m.i, m.x)
+	}
+	for i, c := range "curl" {
+		l.put(tb, raw, "comm", i, uint64(c))
+	}
+	members := map[string]map[string]uint64{
+		"sk": {
+			"__sk_common.skc_family": 2,
+			"__sk_common.skc_num":    41234,
+			"__sk_common.skc_dport":  0x901f, // 8080, big-endian
+			"__sk_common.skc_state":  1,
+		},
+		"msg": {"msg_namelen": 16},
+	}
+	for i, arg := range backend.CapturedArgs(p) {
+		a := p.Args[arg]
+		target, _ := btf.UnderlyingType(a.Type).(*btf.Pointer)
+		data := make([]byte, a.Budget)
+		for path, x := range members[a.Name] {
+			if err := decodetest.Put(data, target.Target, path, x); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		l.put(tb, raw, "cap_len", i, uint64(len(data)))
+		raw = append(raw, data...)
+	}
+	l.put(tb, raw, "data_len", 0, uint64(len(raw)-headerSize))
+	return p, raw
+}
+
+// TestDecoderCall decodes a record of tcp_sendmsg, then one of an exit
+// whose entry was missed, from another task, into the same call.
+func TestDecoderCall(t *testing.T) {
+	p, raw := tcpSendmsg(t)
+	exit := bytes.Clone(raw)
+	l := loadRecordLayout(t)
+	l.put(t, exit, "flags", 0, uint64(bpf.CaptureRecFlagREC_EXIT))
+	for i, c := range "kworker/0:1\x00" {
+		l.put(t, exit, "comm", i, uint64(c))
+	}
+
+	d := NewDecoder([]*plan.Plan{p}, decode.Options{}, nil)
+	var c render.Call
+	for _, tc := range []struct {
+		raw          []byte
+		comm         string
+		ts, duration uint64
+		flags        render.CallFlags
+		args         string
+	}{
+		{raw, "curl", 1_000_000_000_000, 12345, 0, "sk{family=2 sport=41234 dport=8080 state=1} msg{msg_namelen=16} size=5"},
+		{exit, "kworker/0:1", 1_000_000_012_345, 0, render.ExitOnly, ""},
+		{raw, "curl", 1_000_000_000_000, 12345, 0, "sk{family=2 sport=41234 dport=8080 state=1} msg{msg_namelen=16} size=5"},
+	} {
+		r, err := Parse(tc.raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Call(&r, &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Comm != tc.comm || c.PID != 4242 || c.TID != 4242 || c.CPU != 1 || c.Func != "tcp_sendmsg" {
+			t.Errorf("%s: task %q pid %d tid %d cpu %d function %s, want %q 4242 4242 1 tcp_sendmsg", tc.comm, c.Comm, c.PID, c.TID, c.CPU, c.Func, tc.comm)
+		}
+		if c.TS != tc.ts || c.Duration != tc.duration || c.Flags != tc.flags {
+			t.Errorf("%s: ts %d duration %d flags %d, want %d %d %d", tc.comm, c.TS, c.Duration, c.Flags, tc.ts, tc.duration, tc.flags)
+		}
+		if got := summary(c.Args); got != tc.args {
+			t.Errorf("%s: arguments %s, want %s", tc.comm, got, tc.args)
+		}
+		if c.Ret.Int() != 5 {
+			t.Errorf("%s: returned %d, want 5", tc.comm, c.Ret.Int())
+		}
+	}
+}
+
+// summary shows values as name=bits, and structs as name{members}.
+func summary(vs []decode.Value) string {
+	var s []string
+	for _, v := range vs {
+		if v.Kind == decode.KindStruct {
+			s = append(s, v.Name+"{"+summary(v.Fields)+"}")
+			continue
+		}
+		s = append(s, fmt.Sprintf("%s=%d", v.Name, v.Bits))
+	}
+	return strings.Join(s, " ")
+}
