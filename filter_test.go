@@ -70,7 +70,7 @@ func TestFilters(t *testing.T) {
 		{name: "arg/pass", fn: "bpf_fentry_test1", pass: true, cfg: filter("a == 1"), check: func(c map[string]any) error { return wantArg(c, "a", 1.0) }},
 		{name: "arg/reject", fn: "bpf_fentry_test1", counter: filteredExpr, cfg: filter("a == 2 || !(a > 0)")},
 		{name: "ret/pass", fn: "bpf_fentry_test1", pass: true, cfg: filter("ret == 2"), check: func(c map[string]any) error { return wantRet(c, 2.0) }},
-		{name: "ret/reject", fn: "bpf_fentry_test1", counter: filteredExpr, cfg: filter("ret != 2")},
+		{name: "ret/reject", fn: "bpf_fentry_test1", counter: filteredExit, cfg: filter("ret != 2")},
 		{name: "string/pass", fn: "do_sys_openat2", pass: true, cfg: filter(`filename == "` + openPath + `"`), check: isOpenPath},
 		{name: "string/reject", fn: "do_sys_openat2", counter: filteredExpr, cfg: filter(`filename == "/no/such/file"`)},
 		{name: "prefix/pass", fn: "do_sys_openat2", pass: true, cfg: filter(`filename ~ "` + openPath[:12] + `*"`), check: isOpenPath},
