@@ -110,8 +110,12 @@ func TestSoak(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitTracing(t, cmd, &errOut)
-		if during := enabledFunctions(t); during <= before {
-			t.Errorf("tracing, yet %d functions patched, %d before", during, before)
+		// With every function traced, reading enabled_functions takes a
+		// quarter of an hour under emulation: check it at the small size.
+		if os.Getenv(soakEnv) != "full" {
+			if during := enabledFunctions(t); during <= before {
+				t.Errorf("tracing, yet %d functions patched, %d before", during, before)
+			}
 		}
 		cmd.Process.Kill()
 		cmd.Wait()
