@@ -256,7 +256,12 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return startError(ctx, err)
 	}
-	defer s.Close()
+	defer func() {
+		// After a second interrupt the kernel detaches as trawl exits.
+		if !hurried(ctx) {
+			s.Close()
+		}
+	}()
 	// The trace is armed: outputs are created only now, so that a run
 	// that never starts leaves existing files alone.
 	out, closeOut, err := f.open(stdout)
