@@ -3,6 +3,7 @@
 package trawl
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,6 +83,11 @@ type Config struct {
 	// Notify, if set, receives one-line notices for the user (a degraded
 	// source of kernel facts); else they go to log/slog.
 	Notify func(string)
+	// RingBufferSize is the size in bytes of the ring buffer the calls go
+	// through, a power of two number of pages (see CheckRingBufferSize);
+	// 0 means DefaultRingBufferSize. A bigger one drops fewer calls in
+	// bursts, at the cost of locked kernel memory.
+	RingBufferSize int
 }
 
 // errTooManySlots leaves out functions whose arguments take more slots
@@ -292,6 +298,11 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 // configure sets the program's constants and map sizes.
 func configure(spec *ebpf.CollectionSpec, cfg Config, n int) error {
 	spec.Maps[bpf.CaptureMapPlans].MaxEntries = uint32(n)
+	size := cmp.Or(cfg.RingBufferSize, DefaultRingBufferSize)
+	if err := CheckRingBufferSize(size); err != nil {
+		return err
+	}
+	spec.Maps[bpf.CaptureMapEvents].MaxEntries = uint32(size)
 	var comm [16]byte
 	if len(cfg.Comm) >= len(comm) {
 		return fmt.Errorf("comm %q is longer than the kernel's 15 characters", cfg.Comm)
