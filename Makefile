@@ -110,3 +110,9 @@ release:
 
 release-check:
 	$(GO) -C tools/release test -count=1 ./...
+
+# man rewrites docs/trawl.1 from the command line's flag definitions; a
+# test of cmd/trawl fails when the committed page is stale.
+.PHONY: man
+man:
+	$(GO) run ./cmd/trawl __man docs

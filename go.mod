@@ -9,7 +9,18 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require google.golang.org/protobuf v1.36.12
+require (
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.10
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/cpuguy83/go-md2man/v2 v2.0.6 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/russross/blackfriday/v2 v2.1.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.4 // indirect
+)
 
 tool (
 	github.com/cilium/ebpf/cmd/bpf2go

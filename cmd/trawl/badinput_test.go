@@ -53,7 +53,7 @@ func TestBadInput(t *testing.T) {
 		{"comm too long", []string{"--comm", "a-very-long-task-name", "vfs_read"}, 2, "longer than the kernel's 15"},
 		{"two formats", []string{"--json", "--tree", "vfs_read"}, 2, "choose one of"},
 		{"no pattern", []string{"--json"}, 2, "no pattern"},
-		{"unknown flag", []string{"--frobnicate", "vfs_read"}, 2, "flag provided but not defined"},
+		{"unknown flag", []string{"--frobnicate", "vfs_read"}, 2, "unknown flag: --frobnicate"},
 		{"output is a directory", []string{"-o", dir, "vfs_read"}, 2, "is a directory"},
 		{"output in a missing directory", []string{"-o", filepath.Join(dir, "nodir", "x"), "vfs_read"}, 1, "cannot create"},
 		{"perfetto and -o", []string{"--perfetto", fresh, "-o", existing, "vfs_read"}, 2, "-o cannot go with it"},

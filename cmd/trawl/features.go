@@ -3,42 +3,59 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/internal/kernel/features"
 )
 
-// runFeatures prints which attach mechanisms the running kernel supports
-// and, given patterns, which backend auto would choose for them.
-func runFeatures(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("features", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	markdown := fs.String("markdown", "", "print a Markdown table row for the kernel named `NAME`")
-	header := fs.Bool("header", false, "with -markdown, print the table header first")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+func newFeaturesCommand() *cobra.Command {
+	var markdown string
+	var header bool
+	cmd := &cobra.Command{
+		Use:   "features [flags] [PATTERN...]",
+		Short: "Show the attach mechanisms the kernel supports, and the backend auto picks",
+		Long: `features probes the running kernel for each attach mechanism trawl's backends
+use (fentry, function arguments, kprobe.multi, kprobe.session, fsession,
+tracing_multi) and says for each missing one why: a kernel too old, or one
+built without CONFIG_FPROBE. With patterns, it also says which backend
+--backend auto picks for them, and why.`,
+		Example: `  trawl features
+  trawl features 'tcp_*'`,
+		ValidArgsFunction: completePatterns,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runFeatures(args, markdown, header, cmd.OutOrStdout())
+		},
 	}
+	cmd.Flags().StringVar(&markdown, "markdown", "", "print a Markdown table row for the kernel named `NAME`")
+	cmd.Flags().BoolVar(&header, "header", false, "with --markdown, print the table header first")
+	return cmd
+}
+
+// runFeatures prints which attach mechanisms the running kernel supports
+// and, given patterns, which backend auto would choose for them; with
+// markdown, a row of the README's table for the kernel of that name.
+func runFeatures(patterns []string, markdown string, header bool, stdout io.Writer) error {
 	r := features.Probe()
-	if *markdown == "" {
+	if markdown == "" {
 		fmt.Fprint(stdout, r.String())
-		if fs.NArg() == 0 {
+		if len(patterns) == 0 {
 			return nil
 		}
-		name, why, err := trawl.ChooseBackend(trawl.Config{Patterns: fs.Args(), Backend: trawl.BackendAuto})
+		name, why, err := trawl.ChooseBackend(trawl.Config{Patterns: patterns, Backend: trawl.BackendAuto})
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "auto backend    %s: %s\n", name, why)
 		return nil
 	}
-	if *header {
+	if header {
 		fmt.Fprintln(stdout, strings.TrimSuffix(features.MarkdownHeader(), "\n"))
 	}
-	fmt.Fprintln(stdout, strings.TrimSuffix(r.Markdown(*markdown), "\n"))
+	fmt.Fprintln(stdout, strings.TrimSuffix(r.Markdown(markdown), "\n"))
 	return nil
 }

@@ -3,52 +3,64 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+
+	"github.com/spf13/cobra"
 
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/plan"
 	"github.com/trawl-dev/trawl/internal/selector"
 )
 
-func runList(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	verbose := fs.Bool("v", false, "also show the matched functions that are excluded, and why")
-	asJSON := fs.Bool("json", false, "print JSON for programs")
-	root := fs.String("root", "", "read kernel files (sys/kernel/btf, proc/kallsyms, tracefs) under `DIR` instead of /")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: trawl list [-v] [-json] [-root DIR] PATTERN...\n\n"+
-			"Patterns: [!][MODULE:]NAME[(TYPE, ...)] where NAME is a glob or /regexp/,\n"+
-			"e.g. 'tcp_*' '!tcp_v6_*' 'nf_conntrack:*' '/^vfs_(read|write)$/' '*(struct sk_buff *)'\n\nFlags:")
-		fs.PrintDefaults()
+// listFlags are the flags of trawl list.
+type listFlags struct {
+	verbose bool
+	json    bool
+	root    string
+}
+
+func newListCommand() *cobra.Command {
+	var f listFlags
+	cmd := &cobra.Command{
+		Use:   "list [flags] PATTERN...",
+		Short: "List the kernel functions patterns select, with prototypes",
+		Long: `list shows the kernel functions the patterns select, one C prototype a line,
+module functions tagged [module]; --verbose also shows the functions a pattern
+matched but that trawl leaves out, and why (deny list, not traceable, no
+prototype).
+
+A PATTERN is [!][MODULE:]NAME[(TYPE, ...)], NAME a glob or a /regexp/:
+'tcp_*' '!tcp_v6_*' 'nf_conntrack:*' '/^vfs_(read|write)$/'
+'*(struct sk_buff *)' (docs/patterns.md).`,
+		Example: `  trawl list 'tcp_*' '!tcp_v6_*'
+  trawl list -v 'migrate_*'
+  trawl list --json '*(struct sk_buff *)'`,
+		ValidArgsFunction: completePatterns,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runList(args, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
 	}
-	patterns, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	fs.BoolVarP(&f.verbose, "verbose", "v", false, "also show the matched functions that are excluded, and why")
+	fs.BoolVar(&f.json, "json", false, "print JSON, for programs")
+	fs.StringVar(&f.root, "root", "", "read kernel files (sys/kernel/btf, proc/kallsyms, tracefs) under `DIR` instead of /")
+	cmd.MarkFlagDirname("root")
+	return cmd
+}
+
+func runList(patterns []string, f listFlags, stdout, stderr io.Writer) error {
 	if len(patterns) == 0 {
-		fs.Usage()
 		return fmt.Errorf("%w: list needs at least one pattern (use '*' for every function)", errUsage)
 	}
-
-	var cat *kernel.Catalogue
-	if *root != "" {
-		if err := checkDir(*root); err != nil {
-			return fmt.Errorf("%w: -root: %w", errUsage, err)
-		}
-		cat, err = kernel.Load(os.DirFS(*root))
-	} else {
-		cat, err = kernel.Live()
-	}
+	cat, err := loadCatalogue(f.root)
 	if err != nil {
-		return fmt.Errorf("load the kernel's functions: %w", err)
+		return err
 	}
 	if n := cat.Notice(); n != "" {
 		fmt.Fprintln(stderr, "trawl: note:", oneLine(n))
@@ -57,10 +69,30 @@ func runList(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if f.json {
 		return writeJSON(stdout, sel)
 	}
-	return writeText(stdout, sel, *verbose)
+	return writeText(stdout, sel, f.verbose)
+}
+
+// loadCatalogue loads the kernel's functions from the files under root,
+// or from the running kernel when root is "".
+func loadCatalogue(root string) (*kernel.Catalogue, error) {
+	if root == "" {
+		cat, err := kernel.Live()
+		if err != nil {
+			return nil, fmt.Errorf("load the kernel's functions: %w", err)
+		}
+		return cat, nil
+	}
+	if err := checkDir(root); err != nil {
+		return nil, fmt.Errorf("%w: --root: %w", errUsage, err)
+	}
+	cat, err := kernel.Load(os.DirFS(root))
+	if err != nil {
+		return nil, fmt.Errorf("load the kernel's functions: %w", err)
+	}
+	return cat, nil
 }
 
 // checkDir fails unless dir is a directory, saying what it is instead.

@@ -7,32 +7,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/trawl-dev/trawl"
 )
-
-// command is a subcommand of trawl.
-type command struct {
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
-
-// commands maps each subcommand name to its implementation. Add new
-// subcommands here.
-var commands = map[string]command{
-	"list":     {"show the kernel functions patterns select, with prototypes", runList},
-	"features": {"show which attach mechanisms the running kernel supports; with patterns, the backend auto picks", runFeatures},
-}
-
-// hidden are subcommands trawl runs itself, left out of the usage.
-var hidden = map[string]command{
-	gateCommand:     {"", runGate},
-	workloadCommand: {"", runWorkload},
-}
 
 // errUsage marks command-line mistakes, which exit with status 2.
 var errUsage = errors.New("usage")
@@ -44,7 +28,7 @@ func main() {
 	err := run(handleSignals(), os.Args[1:], os.Stdout, os.Stderr)
 	var ee *exitError
 	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	case err == nil:
 	case errors.As(err, &ee):
 		if ee.msg != "" {
 			fmt.Fprintln(os.Stderr, "trawl:", ee.msg)
@@ -61,70 +45,95 @@ func main() {
 
 // run runs the trawl command line args (without the program name).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return fmt.Errorf("%w: no command given", errUsage)
-		}
-		return nil
-	}
-	cmd, ok := commands[args[0]]
-	if h, isHidden := hidden[args[0]]; isHidden {
-		cmd, ok = h, true
-	}
-	if !ok {
-		// Anything else is a pattern: trace.
-		return runTrace(ctx, args, stdout, stderr)
-	}
-	return cmd.run(ctx, args[1:], stdout, stderr)
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: trawl [flags] PATTERN... [-- COMMAND [ARGS...]]   trace kernel functions\n       trawl COMMAND [flags] [args]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for name := range commands {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", name, commands[name].summary)
-	}
-	fmt.Fprintln(w, "\nRun 'trawl COMMAND -h' for a command's flags.")
-}
+// rootLong is the description of trawl in --help and the man page.
+const rootLong = `trawl attaches one generic BPF program to many kernel functions at once,
+chosen by pattern, decodes every call's arguments and return value with the
+kernel's BTF, and writes the calls, or statistics of them, as they happen.
 
-// parseInterspersed parses flags that may come before, between or after
-// the positional arguments, and returns the positional arguments.
-// Arguments after "--" are positional too.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	pos, rest, err := parseUntilDash(fs, args)
-	return append(pos, rest...), err
-}
+With a COMMAND after --, trawl starts it, traces only it and its children,
+and stops when it exits; without one, it traces the whole system until
+Ctrl-C, SIGTERM or --duration. At the end, a summary on standard error
+accounts for every call the program saw: shown, not read, dropped or
+filtered out.
 
-// parseUntilDash parses flags interspersed with positional arguments up to
-// "--", and returns the positional arguments and those after "--".
-func parseUntilDash(fs *flag.FlagSet, args []string) (pos, rest []string, err error) {
-	for len(args) > 0 {
-		if args[0] == "--" {
-			return pos, args[1:], nil
-		}
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, nil, err
+A PATTERN is [!][MODULE:]NAME[(TYPE, ...)], NAME a glob or a /regexp/:
+'tcp_*', '!tcp_v6_*', 'nf_conntrack:*', '/^vfs_(read|write)$/',
+'*(struct sk_buff *)'. trawl list shows what patterns select.
+The pattern and --filter languages are described in docs/patterns.md and
+docs/filter.md.`
+
+const rootExample = `  trawl -d 5s 'tcp_*'                     trace every tcp_ function for 5 seconds
+  trawl vfs_read vfs_write -- cat /etc/hostname
+                                          trace a command and its children
+  trawl -f stats 'vfs_*' -- make          counts, errors and latencies per function
+  trawl --errors --filter 'filename ~ "/etc/*"' do_sys_openat2
+                                          failed opens under /etc
+  trawl -f perfetto -o trace.pftrace -p 1234 'ext4_*'
+                                          a Perfetto trace of one process`
+
+// newRoot returns trawl's command line: the root command traces; the
+// subcommands list functions, probe the kernel, complete and document.
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	f := &traceFlags{}
+	root := &cobra.Command{
+		Use:               "trawl [flags] PATTERN... [-- COMMAND [ARG...]]",
+		Short:             "Trace many kernel functions at once",
+		Long:              rootLong,
+		Example:           rootExample,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: completePatterns,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.version {
+				fmt.Fprintln(cmd.OutOrStdout(), trawl.Version())
+				return nil
 			}
-			return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
-		}
-		left := fs.Args()
-		// The flag package eats a "--" that ends the flags.
-		if used := len(args) - len(left); used > 0 && args[used-1] == "--" {
-			return pos, left, nil
-		}
-		if len(left) == 0 {
-			break
-		}
-		pos = append(pos, left[0])
-		args = left[1:]
+			if len(args) == 0 && cmd.Flags().NFlag() == 0 {
+				return fmt.Errorf("%w: no command or pattern given: say which functions to trace, e.g. trawl 'tcp_*', or see trawl --help", errUsage)
+			}
+			patterns, command := args, []string(nil)
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				patterns, command = args[:dash], args[dash:]
+			}
+			f.set = map[string]bool{}
+			cmd.Flags().Visit(func(fl *pflag.Flag) { f.set[fl.Name] = true })
+			return runTrace(cmd.Context(), f, patterns, command, stdout, stderr)
+		},
 	}
-	return pos, nil, nil
+	// Flags are listed with their text wrapped to 80 columns.
+	root.SetUsageTemplate(strings.ReplaceAll(root.UsageTemplate(), ".LocalFlags.FlagUsages", "wrappedFlagUsages .LocalFlags"))
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	})
+	f.register(root)
+	root.AddCommand(newListCommand(), newFeaturesCommand(), newManCommand(),
+		hiddenCommand(gateCommand, runGate), hiddenCommand(workloadCommand, runWorkload))
+	return root
+}
+
+func init() {
+	cobra.AddTemplateFunc("wrappedFlagUsages", func(fs *pflag.FlagSet) string { return fs.FlagUsagesWrapped(80) })
+}
+
+// hiddenCommand is a subcommand trawl runs itself, left out of the help;
+// it parses no flags, so that the arguments it passes on stay as they are.
+func hiddenCommand(name string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) *cobra.Command {
+	return &cobra.Command{
+		Use:                name,
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return run(cmd.Context(), args, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
 }
 
 // oneLine keeps a message on one line.

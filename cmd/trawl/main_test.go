@@ -20,7 +20,7 @@ func runTrawl(args ...string) (string, string, error) {
 }
 
 func TestList(t *testing.T) {
-	out, stderr, err := runTrawl("list", "-root", root, "tcp_sendmsg", "nf_conntrack:nf_conntrack_in", "NF_HOOK*")
+	out, stderr, err := runTrawl("list", "--root", root, "tcp_sendmsg", "nf_conntrack:nf_conntrack_in", "NF_HOOK*")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -33,7 +33,7 @@ func TestList(t *testing.T) {
 }
 
 func TestListVerbose(t *testing.T) {
-	out, _, err := runTrawl("list", "migrate_*", "vfs_read", "-v", "-root", root, "/^(calibrate_delay|native_sched_clock)$/")
+	out, _, err := runTrawl("list", "migrate_*", "vfs_read", "-v", "--root", root, "/^(calibrate_delay|native_sched_clock)$/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestListVerbose(t *testing.T) {
 }
 
 func TestListJSON(t *testing.T) {
-	out, _, err := runTrawl("list", "-json", "-root", root, "ZSTD_CCtx_setFParams", "ip_finish_output2")
+	out, _, err := runTrawl("list", "--json", "--root", root, "ZSTD_CCtx_setFParams", "ip_finish_output2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,14 +74,14 @@ func TestListErrors(t *testing.T) {
 		usage bool
 		want  string
 	}{
-		{[]string{"list", "-root", root}, true, "at least one pattern"},
-		{[]string{"list", "-root", root, "-bogus", "x"}, true, "flag provided but not defined"},
-		{[]string{"list", "-root", root, "nosuch"}, false, `pattern "nosuch" matches no function`},
-		{[]string{"list", "-root", root, "/(/"}, false, "missing closing )"},
-		{[]string{"list", "-root", "/nonexistent", "x"}, true, "-root: directory /nonexistent does not exist"},
-		{[]string{"list", "-root", "main.go", "x"}, true, "-root: main.go is not a directory"},
-		{[]string{"list", "-root", ".", "x"}, false, "kernel BTF not found"},
-		{[]string{"--frobnicate", "tcp_*"}, true, "flag provided but not defined"},
+		{[]string{"list", "--root", root}, true, "at least one pattern"},
+		{[]string{"list", "--root", root, "--bogus", "x"}, true, "unknown flag: --bogus"},
+		{[]string{"list", "--root", root, "nosuch"}, false, `pattern "nosuch" matches no function`},
+		{[]string{"list", "--root", root, "/(/"}, false, "missing closing )"},
+		{[]string{"list", "--root", "/nonexistent", "x"}, true, "--root: directory /nonexistent does not exist"},
+		{[]string{"list", "--root", "main.go", "x"}, true, "--root: main.go is not a directory"},
+		{[]string{"list", "--root", ".", "x"}, false, "kernel BTF not found"},
+		{[]string{"--frobnicate", "tcp_*"}, true, "unknown flag: --frobnicate"},
 		{[]string{"-p", "1"}, true, "no pattern"},
 		{[]string{"--json", "--tree", "x"}, true, "choose one of"},
 		{[]string{"-p", "1", "x", "--", "true"}, true, "-p and a command"},

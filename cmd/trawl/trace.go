@@ -3,9 +3,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl"
@@ -26,26 +27,31 @@ import (
 
 // traceFlags are the flags of the tracing command.
 type traceFlags struct {
-	backend  string
-	pids     []int
-	comm     string
-	cgroup   string
-	minDur   time.Duration
-	errors   bool
-	filter   string
-	duration time.Duration
-	json     bool
-	tree     bool
-	perfetto string
-	stats    bool
-	interval time.Duration
-	sortBy   string
-	hist     string
-	output   string
-	depth    int
-	maxBytes int
-	full     bool
-	workload bool
+	backend    string
+	pids       pidList
+	comm       string
+	cgroup     string
+	minDur     time.Duration
+	errors     bool
+	filter     string
+	duration   time.Duration
+	format     string
+	json       bool
+	tree       bool
+	perfetto   string
+	stats      bool
+	interval   time.Duration
+	sortBy     string
+	hist       string
+	output     string
+	depth      int
+	maxBytes   int
+	full       bool
+	workload   bool
+	color      string
+	quiet      bool
+	ringBuffer byteSize
+	version    bool
 	// set holds the names of the flags given on the command line.
 	set map[string]bool
 }
@@ -56,31 +62,61 @@ const (
 	maxMaxBytes = 512 // the most the capture program copies behind one pointer
 )
 
-func (f *traceFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.backend, "backend", "auto", "attach with `BACKEND`: "+strings.Join(trawl.Backends, ", ")+" (trawl features PATTERN... shows what auto picks)")
-	fs.Func("p", "trace only process `PID` and its children (repeatable)", func(s string) error {
-		pid, err := parsePID(s)
-		f.pids = append(f.pids, pid)
-		return err
-	})
+// Output formats of --format.
+const (
+	formatText       = "text"
+	formatTree       = "tree"
+	formatJSON       = "json"
+	formatPerfetto   = "perfetto"
+	formatChromeJSON = "chrome-json"
+	formatStats      = "stats"
+)
+
+var (
+	formats = []string{formatText, formatTree, formatJSON, formatPerfetto, formatChromeJSON, formatStats}
+	colors  = []string{"auto", "always", "never"}
+)
+
+// register defines the flags on the tracing command, with the completion
+// of their values.
+func (f *traceFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	// What to trace.
+	fs.VarP(&f.pids, "pid", "p", "trace only process `PID` and its children (repeatable)")
 	fs.StringVar(&f.comm, "comm", "", "trace only tasks named `NAME`")
 	fs.StringVar(&f.cgroup, "cgroup", "", "trace only tasks in the cgroup v2 directory `PATH` (not its children)")
+	fs.BoolVar(&f.workload, "workload", false, "trace trawl's small built-in workload (files, pipes, loopback TCP) as the command")
+	fs.StringVarP(&f.backend, "backend", "b", trawl.BackendAuto, "attach with `BACKEND`: "+strings.Join(trawl.Backends, ", ")+" (trawl features PATTERN... shows what auto picks)")
+	fs.DurationVarP(&f.duration, "duration", "d", 0, "stop `D` after tracing begins, e.g. 10s (default: at Ctrl-C, or when the command exits)")
+	// Which calls to keep.
 	fs.DurationVar(&f.minDur, "min-duration", 0, "show only calls that take at least `D` (e.g. 1ms)")
 	fs.BoolVar(&f.errors, "errors", false, "show only calls that return an error (negative errno, NULL or ERR_PTR)")
-	fs.StringVar(&f.filter, "filter", "", "show only calls for which `EXPR` holds, e.g. 'skb->len > 1000 && ret < 0' or 'filename ~ \"/tmp/*\"' (see README)")
-	fs.DurationVar(&f.duration, "duration", 0, "stop this long after tracing begins (default: until Ctrl-C or the command exits)")
-	fs.BoolVar(&f.json, "json", false, "write one JSON object per call (schema: docs/json-schema.md)")
-	fs.BoolVar(&f.tree, "tree", false, "write a call tree per task")
-	fs.StringVar(&f.perfetto, "perfetto", "", "write a Perfetto trace (protobuf) to `FILE`")
-	fs.BoolVar(&f.stats, "stats", false, "write per-function counts, errors and latency percentiles")
-	fs.DurationVar(&f.interval, "interval", 0, "with --stats, refresh the table this often")
-	fs.StringVar(&f.sortBy, "sort", "count", "with --stats, sort by `COLUMN`: "+strings.Join(render.SortColumns, ", "))
-	fs.StringVar(&f.hist, "hist", "", "with --stats, show the latency histogram of `FUNC`")
-	fs.StringVar(&f.output, "o", "", "write to `FILE` instead of standard output")
-	fs.IntVar(&f.depth, "depth", 0, fmt.Sprintf("levels of nested structs shown, 1 to %d (default 2)", maxDepth))
-	fs.IntVar(&f.maxBytes, "max-bytes", 0, fmt.Sprintf("longest string shown, 1 to %d bytes (default 64)", maxMaxBytes))
+	fs.StringVar(&f.filter, "filter", "", "show only calls for which `EXPR` holds, e.g. 'skb->len > 1000 && ret < 0' or 'filename ~ \"/tmp/*\"' (docs/filter.md)")
+	// How to write them.
+	fs.StringVarP(&f.format, "format", "f", formatText, "write `FORMAT`: text (a line per call), tree (a call tree per task), json (a JSON object per call), perfetto (Perfetto's protobuf trace, needs -o), chrome-json (the Chrome JSON trace), stats (counts, errors, latency percentiles)")
+	fs.StringVarP(&f.output, "output", "o", "", "write to `FILE` instead of standard output")
+	fs.BoolVar(&f.json, "json", false, "same as --format json (schema: docs/json-schema.md)")
+	fs.BoolVar(&f.tree, "tree", false, "same as --format tree")
+	fs.StringVar(&f.perfetto, "perfetto", "", "same as --format perfetto -o `FILE`")
+	fs.BoolVar(&f.stats, "stats", false, "same as --format stats")
+	fs.DurationVar(&f.interval, "interval", 0, "with --format stats, refresh the table every `D`")
+	fs.StringVar(&f.sortBy, "sort", "count", "with --format stats, sort by `COLUMN`: "+strings.Join(render.SortColumns, ", "))
+	fs.StringVar(&f.hist, "hist", "", "with --format stats, show the latency histogram of `FUNC`")
+	fs.IntVar(&f.depth, "depth", 0, fmt.Sprintf("show `N` levels of nested structs, 1 to %d (default 2)", maxDepth))
+	fs.IntVar(&f.maxBytes, "max-bytes", 0, fmt.Sprintf("show strings up to `N` bytes long, 1 to %d (default 64)", maxMaxBytes))
 	fs.BoolVar(&f.full, "full", false, "show every struct member and array element")
-	fs.BoolVar(&f.workload, "workload", false, "trace trawl's small built-in workload (files, pipes, loopback TCP) as the command")
+	fs.StringVar(&f.color, "color", "auto", "colour the text: `WHEN` is auto (on a terminal, unless NO_COLOR is set), always or never")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress or notices on standard error, only errors and the summary at the end")
+	f.ringBuffer = trawl.DefaultRingBufferSize
+	fs.Var(&f.ringBuffer, "ring-buffer-size", "size of the ring buffer the calls go through: a power of two number of pages, in bytes, or with K, M or G")
+	fs.BoolVar(&f.version, "version", false, "print trawl's version, commit, Go release and BPF program hash, and exit")
+
+	for name, values := range map[string][]string{"backend": trawl.Backends, "format": formats, "sort": render.SortColumns, "color": colors} {
+		cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+	}
+	cmd.RegisterFlagCompletionFunc("hist", completeFunctions)
+	cmd.MarkFlagDirname("cgroup")
 }
 
 // parsePID parses a process id: a positive decimal no larger than the
@@ -131,18 +167,24 @@ func (f *traceFlags) validate(command []string) error {
 	if len(f.comm) > 15 {
 		return bad("--comm %q is longer than the kernel's 15 characters", f.comm)
 	}
+	if !slices.Contains(trawl.Backends, f.backend) {
+		return bad("--backend %q: want one of %s", f.backend, strings.Join(trawl.Backends, ", "))
+	}
 	n := 0
-	for _, set := range []bool{f.json, f.tree, f.perfetto != "", f.stats} {
+	for _, set := range []bool{f.set["format"], f.json, f.tree, f.perfetto != "", f.stats} {
 		if set {
 			n++
 		}
 	}
 	if n > 1 {
-		return bad("choose one of --json, --tree, --perfetto and --stats")
+		return bad("choose one of --format, --json, --tree, --perfetto and --stats")
+	}
+	if !slices.Contains(formats, f.format) {
+		return bad("--format %q: want one of %s", f.format, strings.Join(formats, ", "))
 	}
 	for _, name := range []string{"interval", "sort", "hist"} {
-		if f.set[name] && !f.stats {
-			return bad("--%s needs --stats", name)
+		if f.set[name] && f.outputFormat() != formatStats {
+			return bad("--%s needs --stats (or --format stats)", name)
 		}
 	}
 	if f.set["sort"] && !slices.Contains(render.SortColumns, f.sortBy) {
@@ -150,6 +192,15 @@ func (f *traceFlags) validate(command []string) error {
 	}
 	if f.perfetto != "" && f.output != "" {
 		return bad("--perfetto names its own file: -o cannot go with it")
+	}
+	if f.format == formatPerfetto && f.output == "" {
+		return bad("--format perfetto writes a binary trace: name its file with -o FILE")
+	}
+	if !slices.Contains(colors, f.color) {
+		return bad("--color %q: want one of %s", f.color, strings.Join(colors, ", "))
+	}
+	if err := trawl.CheckRingBufferSize(int(f.ringBuffer)); err != nil {
+		return bad("--ring-buffer-size %s: %v", f.ringBuffer.String(), err)
 	}
 	for _, path := range []string{f.output, f.perfetto} {
 		if err := checkWritable(path); err != nil {
@@ -196,24 +247,9 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
-func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("trawl", flag.ContinueOnError)
-	// Flag errors are returned and printed once, on one line.
-	fs.SetOutput(io.Discard)
-	f := traceFlags{set: map[string]bool{}}
-	f.register(fs)
-	patterns, command, err := parseUntilDash(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		usage(stdout)
-		fmt.Fprintln(stdout, "\nflags:")
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+// runTrace traces the functions patterns select, in command (if any) or
+// the whole system, as the flags f say.
+func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, stdout, stderr io.Writer) error {
 	if len(patterns) == 0 {
 		return fmt.Errorf("%w: no pattern: say which functions to trace, e.g. trawl 'tcp_*'", errUsage)
 	}
@@ -232,11 +268,18 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
+	// --quiet drops what is said while trawl works; errors and the
+	// summary stay on stderr.
+	notices := stderr
+	if f.quiet {
+		notices = io.Discard
+	}
 	if allExclusions(patterns) {
-		fmt.Fprintln(stderr, "trawl: every pattern is an exclusion: selecting every traceable function but those")
+		fmt.Fprintln(notices, "trawl: every pattern is an exclusion: selecting every traceable function but those")
 	}
 
 	var child *gatedCommand
+	var err error
 	cfg := trawl.Config{Patterns: patterns, Backend: f.backend, PIDs: f.pids, Comm: f.comm, Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
 	cfg.Decode.Depth, cfg.Decode.MaxBytes, cfg.Decode.Full = f.depth, f.maxBytes, f.full
 	if len(command) > 0 {
@@ -246,9 +289,10 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer child.kill()
 		cfg.PIDs = []int{child.cmd.Process.Pid}
 	}
-	cfg.Progress = attachProgress(stderr, time.Now())
-	cfg.DetachProgress = detachProgress(stderr)
-	cfg.Notify = func(n string) { fmt.Fprintln(stderr, "trawl:", n) }
+	cfg.RingBufferSize = int(f.ringBuffer)
+	cfg.Progress = attachProgress(notices, time.Now())
+	cfg.DetachProgress = detachProgress(notices)
+	cfg.Notify = func(n string) { fmt.Fprintln(notices, "trawl:", n) }
 	s, err := trawl.Open(ctx, cfg)
 	if err != nil {
 		if oe := (*trawl.OpenError)(nil); errors.As(err, &oe) {
@@ -274,11 +318,11 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	st, _ := s.Stats()
-	fmt.Fprintf(stderr, "trawl: tracing %d functions with %s", st.Attached, s.Backend)
+	fmt.Fprintf(notices, "trawl: tracing %d functions with %s", st.Attached, s.Backend)
 	if len(st.Skipped) > 0 {
-		fmt.Fprintf(stderr, " (%d skipped, see the summary at the end)", countSkipped(st.Skipped))
+		fmt.Fprintf(notices, " (%d skipped, see the summary at the end)", countSkipped(st.Skipped))
 	}
-	fmt.Fprintln(stderr)
+	fmt.Fprintln(notices)
 
 	stop := newStopper(ctx)
 	defer stop.release()
@@ -418,51 +462,66 @@ func startError(ctx context.Context, err error) error {
 	return err
 }
 
-// open creates the output file of -o, or returns stdout.
+// outputFormat returns the format the flags chose, --format or an alias.
+func (f *traceFlags) outputFormat() string {
+	switch {
+	case f.json:
+		return formatJSON
+	case f.tree:
+		return formatTree
+	case f.perfetto != "":
+		return formatPerfetto
+	case f.stats:
+		return formatStats
+	}
+	return f.format
+}
+
+// open creates the output file of -o or --perfetto, or returns stdout.
 func (f *traceFlags) open(stdout io.Writer) (io.Writer, func(), error) {
-	if f.output == "" {
+	path := cmp.Or(f.output, f.perfetto)
+	if path == "" {
 		return stdout, func() {}, nil
 	}
-	file, err := os.Create(f.output)
+	file, err := os.Create(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	return file, func() { file.Close() }, nil
 }
 
+// colorFor says whether --color asks for colours on w.
+func (f *traceFlags) colorFor(w io.Writer) bool {
+	switch f.color {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	file, ok := w.(*os.File)
+	return ok && render.IsTerminal(file.Fd()) && os.Getenv("NO_COLOR") == ""
+}
+
 // renderer picks the output format.
 func (f *traceFlags) renderer(w io.Writer) (render.Renderer, error) {
-	opts := render.Options{}
-	if file, ok := w.(*os.File); ok && f.output == "" && render.IsTerminal(file.Fd()) && os.Getenv("NO_COLOR") == "" {
-		opts.Color = true
-	}
+	opts := render.Options{Color: f.colorFor(w)}
 	if off, err := render.WallOffset(); err == nil {
 		opts.WallOffset = off
 	}
-	switch {
-	case f.json:
+	switch f.outputFormat() {
+	case formatJSON:
 		return render.NewJSON(w, opts), nil
-	case f.tree:
+	case formatTree:
 		return render.NewTree(w, opts), nil
-	case f.perfetto != "":
-		file, err := os.Create(f.perfetto)
-		if err != nil {
-			return nil, err
-		}
-		return &closingRenderer{render.NewPerfettoProto(file, opts), file}, nil
-	case f.stats:
+	case formatPerfetto:
+		return render.NewPerfettoProto(w, opts), nil
+	case formatChromeJSON:
+		return render.NewChromeJSON(w), nil
+	case formatStats:
 		return render.NewStats(w, render.StatsOptions{Options: opts, Interval: f.interval, SortBy: f.sortBy, Histogram: f.hist})
 	}
 	return render.NewText(w, opts), nil
 }
-
-// closingRenderer closes the file it writes to.
-type closingRenderer struct {
-	render.Renderer
-	file *os.File
-}
-
-func (c *closingRenderer) Close() error { return errors.Join(c.Renderer.Close(), c.file.Close()) }
 
 // attachProgress reports attach progress on stderr once more than a
 // second has passed since start, at most once a second.

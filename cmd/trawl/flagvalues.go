@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// pidList is the value of the repeatable -p flag.
+type pidList []int
+
+func (p *pidList) Set(s string) error {
+	pid, err := parsePID(s)
+	if err != nil {
+		return err
+	}
+	*p = append(*p, pid)
+	return nil
+}
+
+func (p *pidList) String() string {
+	s := make([]string, len(*p))
+	for i, pid := range *p {
+		s[i] = strconv.Itoa(pid)
+	}
+	return strings.Join(s, ",")
+}
+
+func (p *pidList) Type() string { return "PID" }
+
+// byteSize is a size in bytes, written with an optional K, M or G suffix
+// (KiB, MiB, GiB: powers of 1024).
+type byteSize int
+
+// sizeUnits are the suffixes of byteSize, largest first, with their shifts.
+var sizeUnits = []struct {
+	suffix string
+	shift  uint
+}{{"G", 30}, {"M", 20}, {"K", 10}}
+
+var errSize = errors.New("want a number of bytes, with K, M or G for KiB, MiB or GiB (e.g. 64M)")
+
+func (b *byteSize) Set(s string) error {
+	num, shift := strings.ToUpper(s), uint(0)
+	for _, u := range sizeUnits {
+		if rest, ok := strings.CutSuffix(strings.TrimSuffix(num, "IB"), u.suffix); ok {
+			num, shift = rest, u.shift
+			break
+		}
+	}
+	n, err := strconv.ParseUint(num, 10, 32)
+	if err != nil {
+		return errSize
+	}
+	*b = byteSize(n << shift)
+	return nil
+}
+
+// String writes the size with the largest suffix that divides it.
+func (b *byteSize) String() string {
+	for _, u := range sizeUnits {
+		if n := int(*b); n != 0 && n%(1<<u.shift) == 0 {
+			return strconv.Itoa(n>>u.shift) + u.suffix
+		}
+	}
+	return strconv.Itoa(int(*b))
+}
+
+func (b *byteSize) Type() string { return "SIZE" }

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/trawl-dev/trawl/internal/render/perfettopb"
+	"github.com/trawl-dev/trawl/internal/vmtest/guest"
+)
+
+// workloadFunc is a function trawl's built-in workload calls: it opens a
+// file.
+const workloadFunc = "do_sys_openat2"
+
+// TestFormats traces the built-in workload in every output format, by
+// --format and by its alias, and checks each output has the workload's
+// calls in its shape; and that --quiet leaves only the summary on stderr,
+// --color always colours, and --ring-buffer-size is taken.
+func TestFormats(t *testing.T) {
+	guest.Require(t)
+	dir := t.TempDir()
+	jsonLines := func(t *testing.T, out []byte) {
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		for _, line := range lines {
+			var call struct{ Func string }
+			if err := json.Unmarshal([]byte(line), &call); err != nil || call.Func != workloadFunc {
+				t.Errorf("not a JSON call of %s: %q (%v)", workloadFunc, line, err)
+			}
+		}
+	}
+	text := func(t *testing.T, out []byte) {
+		if !bytes.Contains(out, []byte(workloadFunc+"(")) || bytes.Contains(out, []byte("\x1b[")) {
+			t.Errorf("no uncoloured call of %s:\n%s", workloadFunc, out)
+		}
+	}
+	tree := func(t *testing.T, out []byte) {
+		if !bytes.Contains(out, []byte(" cpu ")) || !bytes.Contains(out, []byte(workloadFunc+"(")) {
+			t.Errorf("no call tree of %s:\n%s", workloadFunc, out)
+		}
+	}
+	stats := func(t *testing.T, out []byte) {
+		if !bytes.Contains(out, []byte("FUNCTION")) || !bytes.Contains(out, []byte(workloadFunc+" ")) {
+			t.Errorf("no statistics of %s:\n%s", workloadFunc, out)
+		}
+	}
+	perfetto := func(t *testing.T, out []byte) {
+		var trace perfettopb.Trace
+		if err := proto.Unmarshal(out, &trace); err != nil || len(trace.GetPacket()) == 0 || !bytes.Contains(out, []byte(workloadFunc)) {
+			t.Errorf("not a Perfetto trace with %s (%d bytes): %v", workloadFunc, len(out), err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		file  string // the output's file, "" for stdout
+		check func(t *testing.T, out []byte)
+	}{
+		{"text", nil, "", text},
+		{"color-always", []string{"--color=always"}, "", func(t *testing.T, out []byte) {
+			if !bytes.Contains(out, []byte("\x1b[")) {
+				t.Errorf("no colour:\n%s", out)
+			}
+		}},
+		{"format-json", []string{"-f", "json"}, "", jsonLines},
+		{"json-quiet", []string{"--json", "-q"}, "", jsonLines},
+		{"format-tree", []string{"--format=tree"}, "", tree},
+		{"tree", []string{"--tree"}, "", tree},
+		{"format-stats", []string{"-f", "stats"}, "", stats},
+		{"stats", []string{"--stats"}, "", stats},
+		{"chrome-json", []string{"-f", "chrome-json"}, "", func(t *testing.T, out []byte) {
+			var trace struct{ TraceEvents []struct{ Name string } }
+			if err := json.Unmarshal(out, &trace); err != nil || !bytes.Contains(out, []byte(`"name":"`+workloadFunc+`"`)) {
+				t.Errorf("not a Chrome JSON trace with %s: %v\n%s", workloadFunc, err, out)
+			}
+		}},
+		{"format-perfetto", []string{"-f", "perfetto", "-o", filepath.Join(dir, "a.pftrace")}, filepath.Join(dir, "a.pftrace"), perfetto},
+		{"perfetto", []string{"--perfetto", filepath.Join(dir, "b.pftrace")}, filepath.Join(dir, "b.pftrace"), perfetto},
+		{"ring-buffer-size", []string{"--ring-buffer-size", "64K", "-f", "json"}, "", jsonLines},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := trawlCmd(append(tc.args, "--workload", workloadFunc)...)
+			stdout, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
+			if status != 0 {
+				t.Fatalf("status %d\n%s", status, stderr)
+			}
+			checkSummary(t, stderr)
+			quiet := tc.name == "json-quiet"
+			if strings.Contains(stderr, "trawl: tracing") == quiet {
+				t.Errorf("quiet %v, stderr:\n%s", quiet, stderr)
+			}
+			var out []byte
+			if tc.file != "" {
+				var err error
+				if out, err = os.ReadFile(tc.file); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				// The workload writes a line of its own to stdout.
+				for line := range strings.Lines(stdout) {
+					if !strings.HasPrefix(line, "workload: ") {
+						out = append(out, line...)
+					}
+				}
+			}
+			tc.check(t, out)
+		})
+	}
+}
