@@ -204,7 +204,6 @@ func TestStopSystemWide(t *testing.T) {
 		status  int
 		want    string
 	}{
-		{"sigint", 1, 0, "stopping: interrupted"},
 		{"sigterm", -1, 0, "stopping: interrupted"},
 		{"sigint-twice", 2, 128 + int(syscall.SIGINT), "interrupted twice"},
 		{"epipe", 0, 0, "the output's reader went away"},
