@@ -3,7 +3,6 @@
 package trawl_test
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -146,14 +145,14 @@ func TestAttachAllChild(t *testing.T) {
 	os.Stat("/")
 }
 
-// patched counts the functions ftrace has patched, from enabled_functions.
+// patched counts the functions ftrace has patched.
 func patched(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile("/sys/kernel/tracing/enabled_functions")
+	n, err := guest.EnabledFunctions()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bytes.Count(b, []byte("\n"))
+	return n
 }
 
 func skipSummary(skipped map[string][]string) string {

@@ -160,10 +160,7 @@ func reconcile(t *testing.T, stderr string) {
 	if m == nil {
 		t.Fatalf("no summary:\n%s", stderr)
 	}
-	var n [5]uint64
-	for i := range n {
-		n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
-	}
+	n := account(m)
 	if n[0] == 0 {
 		t.Error("no call counted")
 	}
@@ -175,11 +172,11 @@ func reconcile(t *testing.T, stderr string) {
 // enabledFunctions counts the functions ftrace has patched.
 func enabledFunctions(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile("/sys/kernel/tracing/enabled_functions")
+	n, err := guest.EnabledFunctions()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bytes.Count(b, []byte("\n"))
+	return n
 }
 
 // soakload runs a mixed workload for d: processes forked and exiting,

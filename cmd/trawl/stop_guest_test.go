@@ -134,6 +134,16 @@ func exitStatus(t *testing.T, err error) int {
 
 var callsLine = regexp.MustCompile(`trawl: (\d+) calls: (\d+) read, (\d+) not read \(the trace stopped first\), (\d+) dropped \(ring buffer full\), (\d+) filtered out at exit`)
 
+// account returns the numbers of a summary line matched by callsLine or
+// finalLine: calls, read, not read, dropped, filtered out at exit.
+func account(m []string) [5]uint64 {
+	var n [5]uint64
+	for i := range n {
+		n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
+	}
+	return n
+}
+
 // checkSummary checks the summary is there and accounts for every call,
 // and that calls were seen; it returns the number of calls.
 func checkSummary(t *testing.T, stderr string) uint64 {
@@ -142,10 +152,7 @@ func checkSummary(t *testing.T, stderr string) uint64 {
 	if m == nil {
 		t.Fatalf("no summary in stderr:\n%s", stderr)
 	}
-	var n [5]uint64
-	for i := range n {
-		n[i], _ = strconv.ParseUint(m[i+1], 10, 64)
-	}
+	n := account(m)
 	if n[0] == 0 {
 		t.Errorf("no call of the hot loop seen:\n%s", stderr)
 	}

@@ -6,6 +6,7 @@
 package guest
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -108,4 +109,15 @@ func Require(tb testing.TB) {
 	if os.Geteuid() != 0 {
 		tb.Fatal("test bed guests run tests as root, but this process is not root")
 	}
+}
+
+// EnabledFunctions counts the functions ftrace has patched, from
+// tracefs's enabled_functions: after a trace ends it must be back to its
+// count from before.
+func EnabledFunctions() (int, error) {
+	b, err := os.ReadFile("/sys/kernel/tracing/enabled_functions")
+	if err != nil {
+		return 0, err
+	}
+	return bytes.Count(b, []byte("\n")), nil
 }
