@@ -107,7 +107,7 @@ func TestRelease(t *testing.T) {
 				checkInstalled(t, root, repo, bin)
 			}
 			if arch == runtime.GOARCH {
-				runTrawl(t, filepath.Join(deb, "usr/bin/trawl"))
+				runTrawl(t, filepath.Join(deb, "usr/bin/trawl"), version, commit)
 			}
 		})
 	}
@@ -350,16 +350,16 @@ func checkInstalled(t *testing.T, root, repo, bin string) {
 	}
 }
 
-// runTrawl runs the installed binary for its usage: it must say how to use
-// trawl and exit 0.
-func runTrawl(t *testing.T, bin string) {
+// runTrawl runs the installed binary's --version: it must name the
+// release's version and commit and exit 0.
+func runTrawl(t *testing.T, bin, version, commit string) {
 	t.Helper()
-	out, err := exec.Command(bin, "--help").CombinedOutput()
+	out, err := exec.Command(bin, "--version").CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s --help: %v\n%s", bin, err, out)
+		t.Fatalf("%s --version: %v\n%s", bin, err, out)
 	}
-	if !strings.Contains(strings.ToLower(string(out)), "usage") || !strings.Contains(string(out), "list") {
-		t.Errorf("%s --help printed no usage:\n%s", bin, out)
+	if !strings.Contains(string(out), "trawl "+version) || !strings.Contains(string(out), commit) {
+		t.Errorf("%s --version does not say version %s, commit %s:\n%s", bin, version, commit, out)
 	}
-	t.Logf("%s --help: %s", bin, strconv.Quote(string(out[:min(len(out), 80)])))
+	t.Logf("%s --version: %s", bin, strconv.Quote(string(out)))
 }
