@@ -79,9 +79,7 @@ func TestFormats(t *testing.T) {
 		{"format-json", []string{"-f", "json"}, jsonLines},
 		{"json-quiet", []string{"--json", "-q", "--ring-buffer-size", "64K"}, jsonLines},
 		{"format-tree", []string{"--format=tree"}, tree},
-		{"tree", []string{"--tree"}, tree},
 		{"format-stats", []string{"-f", "stats"}, stats},
-		{"stats", []string{"--stats"}, stats},
 		{"chrome-json", []string{"-f", "chrome-json"}, func(t *testing.T, out []byte) {
 			var trace struct{ TraceEvents []struct{ Name string } }
 			if err := json.Unmarshal(out, &trace); err != nil || !bytes.Contains(out, []byte(`"name":"`+workloadFunc+`"`)) {
