@@ -391,14 +391,16 @@ func TestStopDuringAttach(t *testing.T) {
 // getppid once and exiting.
 const forkloopArg = "__forkloop"
 
-// forkloop forks n children in turn. Each child makes two raw system
-// calls, getppid and exit_group, and nothing else: a copy of a Go process
-// may run no Go code.
+// forkloop starts n child processes in turn. Each makes two raw system
+// calls, getppid and exit_group, and nothing else. They are vforked, as
+// Go's own os/exec does, sharing the parent's memory while the parent
+// waits: copying the page tables of a Go process takes milliseconds
+// under emulation.
 func forkloop(n int) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	for range n {
-		pid, _, errno := syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
+		pid, _, errno := syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.CLONE_VM|syscall.CLONE_VFORK|syscall.SIGCHLD), 0, 0, 0, 0, 0)
 		if errno != 0 {
 			return fmt.Errorf("clone: %w", errno)
 		}
