@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -118,7 +117,7 @@ func attachAndDetach(t *testing.T, b string) int {
 		t.Errorf("close: %v", err)
 	}
 	t.Logf("%s: %d functions attached in %v, detached in %v; %d calls seen; %d functions patched while attached; skipped: %s",
-		b, st.Attached, attach.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), st.Calls, during-before, skipSummary(st.Skipped))
+		b, st.Attached, attach.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), st.Calls, during-before, strings.Join(st.Skipped.Summary(0), "; "))
 	if st.Calls == 0 {
 		t.Error("no call of the child seen")
 	}
@@ -153,12 +152,4 @@ func patched(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func skipSummary(skipped map[string][]string) string {
-	var parts []string
-	for reason, fns := range skipped {
-		parts = append(parts, strconv.Itoa(len(fns))+" "+reason)
-	}
-	return strings.Join(parts, "; ")
 }

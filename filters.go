@@ -5,6 +5,7 @@ package trawl
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -16,6 +17,7 @@ import (
 	"github.com/trawl-dev/trawl/internal/filter"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/plan"
+	"github.com/trawl-dev/trawl/internal/skip"
 )
 
 // filters are the in-kernel filters of a session besides pid and comm:
@@ -28,14 +30,14 @@ type filters struct {
 	consts      filter.Constants
 	// skips counts functions left out by reason; firstErr is the first
 	// expression error, shown when no function is left.
-	skips    map[string][]string
+	skips    skip.Reasons
 	firstErr error
 }
 
 // newFilters checks the filters of cfg: the expression parses, the cgroup
 // exists.
 func newFilters(cfg Config, cat *kernel.Catalogue) (*filters, error) {
-	f := &filters{minDuration: cfg.MinDuration, errors: cfg.Errors, skips: map[string][]string{}}
+	f := &filters{minDuration: cfg.MinDuration, errors: cfg.Errors, skips: skip.Reasons{}}
 	if cfg.MinDuration < 0 {
 		return nil, fmt.Errorf("negative minimum duration %v", cfg.MinDuration)
 	}
@@ -103,7 +105,7 @@ func (f *filters) compile(p *plan.Plan) (asm.Instructions, string) {
 
 // leaveOut notes a function left out.
 func (f *filters) leaveOut(reason, fn string) {
-	f.skips[reason] = append(f.skips[reason], fn)
+	f.skips.Add(reason, fn)
 }
 
 // noneLeft is the error when the filters left out every function.
@@ -111,7 +113,7 @@ func (f *filters) noneLeft(n int) error {
 	if f.firstErr != nil {
 		return fmt.Errorf("--filter fits none of the %d functions (e.g. %w)", n, f.firstErr)
 	}
-	return fmt.Errorf("the filters leave none of the %d functions: %v", n, summarise(f.skips))
+	return fmt.Errorf("the filters leave none of the %d functions: %s", n, strings.Join(f.skips.Summary(1), "; "))
 }
 
 // configure sets the filters' constants in the capture program, and puts
@@ -153,7 +155,7 @@ func (f *filters) configure(spec *ebpf.CollectionSpec, targets []backend.Target)
 
 // notify tells the user which functions the filters left out.
 func (f *filters) notify(notify func(string)) {
-	for _, line := range summarise(f.skips) {
+	for _, line := range f.skips.Summary(1) {
 		notify("left out " + line)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/trawl-dev/trawl/internal/plan"
 	"github.com/trawl-dev/trawl/internal/render"
 	"github.com/trawl-dev/trawl/internal/selector"
+	"github.com/trawl-dev/trawl/internal/skip"
 )
 
 // Backend names.
@@ -122,7 +123,7 @@ type Session struct {
 	reader    *ringbuf.Reader
 	exit      link.Link
 	decoder   *event.Decoder
-	planSkips map[string][]string
+	planSkips skip.Reasons
 	detached  func(done, total int)
 	closeOnce sync.Once
 	stopOnce  sync.Once
@@ -170,7 +171,7 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{Selection: sel, Backend: name, planSkips: map[string][]string{}, detached: cfg.DetachProgress}
+	s := &Session{Selection: sel, Backend: name, planSkips: skip.Reasons{}, detached: cfg.DetachProgress}
 	defer func() {
 		if err == nil {
 			return
@@ -198,16 +199,12 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 			err = fmt.Errorf("%w: %d", errTooManySlots, p.NumSlots)
 		}
 		if err != nil {
-			reason := err.Error()
-			if i := strings.Index(reason, ": "); i >= 0 && errors.Unwrap(err) != nil {
-				reason = reason[:i]
-			}
-			s.planSkips[reason] = append(s.planSkips[reason], fn.Name)
+			s.planSkips.Add(skip.Reason(err), fn.Name)
 			continue
 		}
 		body, reason := flt.compile(p)
 		if reason != "" {
-			s.planSkips[reason] = append(s.planSkips[reason], fn.Name)
+			s.planSkips.Add(reason, fn.Name)
 			flt.leaveOut(reason, fn.Name)
 			continue
 		}
@@ -219,7 +216,7 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		return nil, flt.noneLeft(len(sel.Selected))
 	}
 	if len(targets) == 0 {
-		return nil, fmt.Errorf("none of the %d selected functions can be attached with %s: %s", len(sel.Selected), name, strings.Join(summarise(s.planSkips), "; "))
+		return nil, fmt.Errorf("none of the %d selected functions can be attached with %s: %s", len(sel.Selected), name, strings.Join(s.planSkips.Summary(1), "; "))
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, explainPermission(err)
@@ -282,7 +279,7 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		return nil, err
 	}
 	if s.attached.Attached == 0 {
-		return nil, fmt.Errorf("no function could be attached: %s", strings.Join(s.attached.SkipSummary(), "; "))
+		return nil, fmt.Errorf("no function could be attached: %s", strings.Join(s.attached.Skipped.Summary(1), "; "))
 	}
 	if err := s.coll.Variables[bpf.CaptureVarArmed].Set(uint32(1)); err != nil {
 		return nil, fmt.Errorf("arm the capture program: %w", err)
@@ -459,9 +456,23 @@ type Stats struct {
 	// and expected to stay 0.
 	CookieLookups   uint64
 	RecursionMisses map[string]uint64
-	Attached        int
-	Skipped         map[string][]string
+	// Attached counts the functions attached; Skipped lists those left
+	// out (for the kprobe backends, addresses), by reason.
+	Attached int
+	Skipped  Skips
 }
+
+// Skips lists what a session left out, by reason: functions, or for the
+// kprobe backends addresses.
+type Skips map[string][]string
+
+// Count returns the number of functions (or addresses) left out.
+func (s Skips) Count() int { return skip.Reasons(s).Count() }
+
+// Summary returns one line per reason, those with most items first, then
+// by reason: the count, the reason and up to examples of its items, as in
+// "3 busy: another ftrace user owns the function (EBUSY) (e.g. a, b)".
+func (s Skips) Summary(examples int) []string { return skip.Reasons(s).Summary(examples) }
 
 // Stats reads the counters. After Close it returns those read once
 // everything was detached.
@@ -469,16 +480,13 @@ func (s *Session) Stats() (Stats, error) {
 	if s.final != nil {
 		return *s.final, nil
 	}
-	st := Stats{Skipped: map[string][]string{}, Received: s.received, Discarded: s.discarded}
-	for r, fns := range s.planSkips {
-		st.Skipped[r] = append(st.Skipped[r], fns...)
-	}
+	skipped := skip.Reasons{}
+	skipped.Merge(s.planSkips)
+	st := Stats{Skipped: Skips(skipped), Received: s.received, Discarded: s.discarded}
 	if s.attached != nil {
 		st.Attached = s.attached.Attached
 		st.RecursionMisses = s.attached.RecursionMisses()
-		for r, fns := range s.attached.Skipped {
-			st.Skipped[r] = append(st.Skipped[r], fns...)
-		}
+		skipped.Merge(s.attached.Skipped)
 	}
 	if s.coll == nil {
 		return st, nil
@@ -515,14 +523,6 @@ func (s *Session) Close() error {
 		}
 	})
 	return errors.Join(errs...)
-}
-
-func summarise(skips map[string][]string) []string {
-	var out []string
-	for r, fns := range skips {
-		out = append(out, fmt.Sprintf("%d %s (e.g. %s)", len(fns), r, fns[0]))
-	}
-	return out
 }
 
 // kernelVersion reads the running kernel's major and minor version.

@@ -9,9 +9,7 @@ package backend
 
 import (
 	"errors"
-	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +20,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/trawl-dev/trawl/internal/plan"
+	"github.com/trawl-dev/trawl/internal/skip"
 )
 
 // Target is a function to attach to. ID is the index of its plan in the
@@ -50,7 +49,7 @@ type Attachment struct {
 	Attached int
 	// Skipped lists what was skipped by reason: functions, or for the
 	// kprobe backends addresses.
-	Skipped map[string][]string
+	Skipped skip.Reasons
 	// skipped is the number of functions skipped.
 	skipped  int
 	total    int
@@ -60,7 +59,7 @@ type Attachment struct {
 // newAttachment returns an attachment for total functions that tells
 // progress, if not nil, how attaching goes.
 func newAttachment(total int, progress Progress) *Attachment {
-	return &Attachment{Skipped: map[string][]string{}, total: total, progress: progress}
+	return &Attachment{Skipped: skip.Reasons{}, total: total, progress: progress}
 }
 
 // program is a loaded program and the name of the capture program it is a
@@ -92,14 +91,14 @@ func (a *Attachment) addFunc(links []link.Link, progs []program) {
 func (a *Attachment) skip(reason, item string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.Skipped[reason] = append(a.Skipped[reason], item)
+	a.Skipped.Add(reason, item)
 }
 
 // skipFunc lists function fn as skipped for reason and counts it.
 func (a *Attachment) skipFunc(reason, fn string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.Skipped[reason] = append(a.Skipped[reason], fn)
+	a.Skipped.Add(reason, fn)
 	a.countLocked(0, 1)
 }
 
@@ -163,17 +162,6 @@ func (a *Attachment) Close(progress func(done, total int)) error {
 	}
 	a.links, a.programs = nil, nil
 	return errors.Join(errs...)
-}
-
-// SkipSummary lists the skip reasons with their counts, most frequent
-// first.
-func (a *Attachment) SkipSummary() []string {
-	var lines []string
-	for reason, fns := range a.Skipped {
-		lines = append(lines, fmt.Sprintf("%d %s (e.g. %s)", len(fns), reason, fns[0]))
-	}
-	sort.Slice(lines, func(i, j int) bool { return len(a.Skipped[lines[i]]) > len(a.Skipped[lines[j]]) || lines[i] < lines[j] })
-	return lines
 }
 
 // ENOTSUPP is the kernel's internal "operation not supported" (524), which

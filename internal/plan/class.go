@@ -81,7 +81,7 @@ func classify(t btf.Type) (Class, int, error) {
 	case *btf.Float:
 		return Float, int(u.Size), nil
 	}
-	return 0, 0, fmt.Errorf("unsupported type %s", t)
+	return 0, 0, fmt.Errorf("%s: %w", t, ErrUnsupportedType)
 }
 
 // pointee returns the type a pointer points to, with typedefs and
