@@ -20,8 +20,8 @@ import (
 
 	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/internal/kernel"
-	"github.com/trawl-dev/trawl/internal/render"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
+	"github.com/trawl-dev/trawl/render"
 )
 
 // knownCalls are kernel functions the workload calls with known values,

@@ -20,11 +20,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-dev/trawl"
-	"github.com/trawl-dev/trawl/internal/decode"
-	"github.com/trawl-dev/trawl/internal/render"
 	pb "github.com/trawl-dev/trawl/internal/render/perfettopb"
 	"github.com/trawl-dev/trawl/internal/render/rendertest"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
+	"github.com/trawl-dev/trawl/render"
 )
 
 // TestFormatsAgree captures the known workload once and checks that text,
@@ -194,39 +193,39 @@ func TestFormatsCheckCatchesChanges(t *testing.T) {
 
 // madeUpCalls are calls with values of every kind the renderers show.
 func madeUpCalls() []trawl.Call {
-	i := func(name string, v int64) decode.Value {
-		return decode.Value{Kind: decode.KindInt, Name: name, Bits: uint64(v)}
+	i := func(name string, v int64) render.Value {
+		return render.Value{Kind: render.KindInt, Name: name, Bits: uint64(v)}
 	}
-	str := func(name, s string) decode.Value { return decode.Value{Kind: decode.KindString, Name: name, Str: s} }
+	str := func(name, s string) render.Value { return render.Value{Kind: render.KindString, Name: name, Str: s} }
 	return []trawl.Call{
 		{TS: 1_000_000_000, Duration: 1500, CPU: 1, PID: 100, TID: 100, Comm: "cat", Func: "do_sys_openat2",
-			Args: []decode.Value{i("dfd", -100), str("filename", "/etc/passwd"), {Kind: decode.KindStruct, Name: "how", Fields: []decode.Value{
-				{Kind: decode.KindUint, Name: "flags", Flags: decode.Hex, Bits: 0x8000},
-				{Kind: decode.KindUint, Name: "mode", Flags: decode.Hex, Bits: 0o644},
-				{Kind: decode.KindStruct, Name: "inner", Flags: decode.Elided},
+			Args: []render.Value{i("dfd", -100), str("filename", "/etc/passwd"), {Kind: render.KindStruct, Name: "how", Fields: []render.Value{
+				{Kind: render.KindUint, Name: "flags", Flags: render.Hex, Bits: 0x8000},
+				{Kind: render.KindUint, Name: "mode", Flags: render.Hex, Bits: 0o644},
+				{Kind: render.KindStruct, Name: "inner", Flags: render.Elided},
 			}, More: 1}},
-			Ret: decode.Value{Kind: decode.KindErrno, Str: "ENOENT", Bits: uint64(0xfffffffffffffffe)}},
+			Ret: render.Value{Kind: render.KindErrno, Str: "ENOENT", Bits: uint64(0xfffffffffffffffe)}},
 		{TS: 1_000_002_000, Duration: 2_345_678, CPU: 0, PID: 100, TID: 101, Comm: "cat worker", Func: "do_mmap", Depth: 0,
-			Args: []decode.Value{
-				{Kind: decode.KindPointer, Name: "file", Bits: 0xffff888001234000},
-				{Kind: decode.KindPointer, Name: "uf", Bits: 0},
-				{Kind: decode.KindPointer, Name: "ops", Str: "ext4_file_operations", Off: 0x10, Bits: 0xffffffff82000010},
-				{Kind: decode.KindUint, Name: "len", Bits: 4096},
-				{Kind: decode.KindEnum, Name: "how", Str: "A|B", Bits: 3},
-				{Kind: decode.KindBool, Name: "populate", Bits: 1},
-				{Kind: decode.KindBytes, Name: "raw", Str: "\x00\xff\x10", More: 2},
-				{Kind: decode.KindArray, Name: "vec", Fields: []decode.Value{i("", 1), i("", -2)}, More: 6},
-				{Kind: decode.KindUnknown, Name: "gone"},
+			Args: []render.Value{
+				{Kind: render.KindPointer, Name: "file", Bits: 0xffff888001234000},
+				{Kind: render.KindPointer, Name: "uf", Bits: 0},
+				{Kind: render.KindPointer, Name: "ops", Str: "ext4_file_operations", Off: 0x10, Bits: 0xffffffff82000010},
+				{Kind: render.KindUint, Name: "len", Bits: 4096},
+				{Kind: render.KindEnum, Name: "how", Str: "A|B", Bits: 3},
+				{Kind: render.KindBool, Name: "populate", Bits: 1},
+				{Kind: render.KindBytes, Name: "raw", Str: "\x00\xff\x10", More: 2},
+				{Kind: render.KindArray, Name: "vec", Fields: []render.Value{i("", 1), i("", -2)}, More: 6},
+				{Kind: render.KindUnknown, Name: "gone"},
 				i("", 7),
 				// named like keys the Perfetto renderer adds
 				i("cpu", 5),
-				{Kind: decode.KindUint, Name: "flags", Flags: decode.Hex, Bits: 0x22},
+				{Kind: render.KindUint, Name: "flags", Flags: render.Hex, Bits: 0x22},
 			},
-			Ret: decode.Value{Kind: decode.KindUint, Flags: decode.Hex, Bits: 0x7f0000001000}},
+			Ret: render.Value{Kind: render.KindUint, Flags: render.Hex, Bits: 0x7f0000001000}},
 		{TS: 1_000_002_500, Duration: 800, CPU: 0, PID: 100, TID: 101, Comm: "cat worker", Func: "vfs_read", Depth: 1,
-			Args: []decode.Value{str("buf", "a \"quoted\"\n0x1f"), i("count", 0x1f)}, Ret: i("", 12)},
+			Args: []render.Value{str("buf", "a \"quoted\"\n0x1f"), i("count", 0x1f)}, Ret: i("", 12)},
 		{TS: 1_000_003_000, CPU: 1, PID: 100, TID: 100, Comm: "cat", Func: "vfs_read", Flags: render.EntryOnly,
-			Args: []decode.Value{str("buf", ""), i("count", 1)}},
+			Args: []render.Value{str("buf", ""), i("count", 1)}},
 		{TS: 1_000_004_000, CPU: 1, PID: 0, TID: 0, Comm: "swapper/1", Func: "nf_hook_slow", Module: "nf_tables", Flags: render.ExitOnly,
 			Ret: i("", 1)},
 	}
@@ -698,7 +697,7 @@ func checkStats(calls []trawl.Call, objs []map[string]any, b []byte) []error {
 			want[name] = r
 		}
 		r.calls++
-		if c.Ret.Kind == decode.KindErrno {
+		if c.Ret.Kind == render.KindErrno {
 			r.errors++
 		}
 		if c.Flags&(render.EntryOnly|render.ExitOnly) == 0 {

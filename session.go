@@ -26,9 +26,9 @@ import (
 	"github.com/trawl-dev/trawl/internal/event"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/plan"
-	"github.com/trawl-dev/trawl/internal/render"
 	"github.com/trawl-dev/trawl/internal/selector"
 	"github.com/trawl-dev/trawl/internal/skip"
+	"github.com/trawl-dev/trawl/render"
 )
 
 // Backend names.

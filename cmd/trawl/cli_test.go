@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl"
-	"github.com/trawl-dev/trawl/internal/render"
+	"github.com/trawl-dev/trawl/render"
 )
 
 // TestHelp checks that every way of asking for help prints the command's

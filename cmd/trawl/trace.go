@@ -21,8 +21,8 @@ import (
 
 	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/internal/kernel"
-	"github.com/trawl-dev/trawl/internal/render"
 	"github.com/trawl-dev/trawl/internal/selector"
+	"github.com/trawl-dev/trawl/render"
 )
 
 // traceFlags are the flags of the tracing command.

@@ -14,6 +14,8 @@
 package decode
 
 import (
+	"github.com/trawl-dev/trawl/render"
+
 	"encoding/binary"
 	"math"
 	"math/bits"
@@ -99,16 +101,16 @@ func NewDecoder(opts Options, sym Symbolizer) *Decoder {
 
 // Value decodes a value of type t held in memory as raw. raw may be shorter
 // than t: what is there is shown and the value is marked Truncated.
-func (d *Decoder) Value(t btf.Type, raw []byte) Value {
+func (d *Decoder) Value(t btf.Type, raw []byte) render.Value {
 	u, be := resolve(t)
 	return d.value(u, be, raw, 0)
 }
 
 // Arg decodes the argument name of type t from what the kernel captured.
 // A non-NULL pointer with captured Data is shown as the value it points to.
-func (d *Decoder) Arg(name string, t btf.Type, r Raw) Value {
+func (d *Decoder) Arg(name string, t btf.Type, r Raw) render.Value {
 	u, be := resolve(t)
-	var v Value
+	var v render.Value
 	if p, ok := u.(*btf.Pointer); ok && r.Data != nil && r.Slots[0] != 0 {
 		v = d.pointee(p.Target, r.Data)
 	} else {
@@ -124,11 +126,11 @@ func (d *Decoder) Arg(name string, t btf.Type, r Raw) Value {
 // Ret decodes a return value of type t from its register. Negative error
 // numbers returned as signed integers or as error pointers (ERR_PTR) become
 // KindErrno. A void type gives KindNone.
-func (d *Decoder) Ret(t btf.Type, raw uint64) Value {
+func (d *Decoder) Ret(t btf.Type, raw uint64) render.Value {
 	u, _ := resolve(t)
 	switch u := u.(type) {
 	case *btf.Void:
-		return Value{}
+		return render.Value{}
 	case *btf.Int:
 		if u.Encoding == btf.Signed && u.Size <= 8 {
 			if x := signExtend(raw, 8*uint(u.Size)); isErrno(x) {
@@ -148,8 +150,8 @@ const maxErrno = 4095
 
 func isErrno(x int64) bool { return x < 0 && x >= -maxErrno }
 
-func errnoValue(x int64) Value {
-	return Value{Kind: KindErrno, Bits: uint64(x), Str: ErrnoName(-x)}
+func errnoValue(x int64) render.Value {
+	return render.Value{Kind: render.KindErrno, Bits: uint64(x), Str: ErrnoName(-x)}
 }
 
 // resolve skips typedefs and qualifiers. be reports a big-endian typedef
@@ -179,13 +181,13 @@ func resolve(t btf.Type) (u btf.Type, be bool) {
 }
 
 // value decodes a value of resolved type u from raw at nesting depth depth.
-func (d *Decoder) value(u btf.Type, be bool, raw []byte, depth int) Value {
+func (d *Decoder) value(u btf.Type, be bool, raw []byte, depth int) render.Value {
 	switch u := u.(type) {
 	case *btf.Int, *btf.Enum, *btf.Float, *btf.Pointer:
 		size := scalarSize(u)
 		x, ok := readUint(raw, size)
 		if !ok {
-			return Value{Kind: KindUnknown, Flags: Truncated}
+			return render.Value{Kind: render.KindUnknown, Flags: render.Truncated}
 		}
 		if be && size > 1 {
 			x = swap(x, size)
@@ -213,33 +215,33 @@ func scalarSize(u btf.Type) int {
 }
 
 // scalar makes a Value of resolved scalar type u from its width low bits x.
-func (d *Decoder) scalar(u btf.Type, x uint64, width uint) Value {
+func (d *Decoder) scalar(u btf.Type, x uint64, width uint) render.Value {
 	switch u := u.(type) {
 	case *btf.Int:
 		switch {
 		case u.Encoding == btf.Bool:
-			return Value{Kind: KindBool, Bits: b2u(x != 0)}
+			return render.Value{Kind: render.KindBool, Bits: b2u(x != 0)}
 		case u.Encoding == btf.Signed:
-			return Value{Kind: KindInt, Bits: uint64(signExtend(x, width))}
+			return render.Value{Kind: render.KindInt, Bits: uint64(signExtend(x, width))}
 		}
-		return Value{Kind: KindUint, Bits: x}
+		return render.Value{Kind: render.KindUint, Bits: x}
 	case *btf.Enum:
 		if u.Signed {
 			x = uint64(signExtend(x, width))
 		}
-		return Value{Kind: KindEnum, Bits: x, Str: enumName(u, x)}
+		return render.Value{Kind: render.KindEnum, Bits: x, Str: enumName(u, x)}
 	case *btf.Float:
 		if width == 32 {
-			return Value{Kind: KindFloat, Bits: math.Float64bits(float64(math.Float32frombits(uint32(x))))}
+			return render.Value{Kind: render.KindFloat, Bits: math.Float64bits(float64(math.Float32frombits(uint32(x))))}
 		}
-		return Value{Kind: KindFloat, Bits: x}
+		return render.Value{Kind: render.KindFloat, Bits: x}
 	}
 	return d.pointer(x)
 }
 
 // pointer makes a Value of an address, symbolised if it can be.
-func (d *Decoder) pointer(addr uint64) Value {
-	v := Value{Kind: KindPointer, Bits: addr}
+func (d *Decoder) pointer(addr uint64) render.Value {
+	v := render.Value{Kind: render.KindPointer, Bits: addr}
 	if addr != 0 && d.sym != nil {
 		if name, off, ok := d.sym.Symbolize(addr); ok {
 			v.Str, v.Off = name, off
@@ -249,7 +251,7 @@ func (d *Decoder) pointer(addr uint64) Value {
 }
 
 // pointee decodes the captured bytes behind a pointer to target.
-func (d *Decoder) pointee(target btf.Type, data []byte) Value {
+func (d *Decoder) pointee(target btf.Type, data []byte) render.Value {
 	u, be := resolve(target)
 	switch u := u.(type) {
 	case *btf.Int:
@@ -264,12 +266,12 @@ func (d *Decoder) pointee(target btf.Type, data []byte) Value {
 
 // cstring makes a string Value of the bytes up to the first NUL. Without a
 // NUL the string is marked Truncated if open says it may go on.
-func (d *Decoder) cstring(b []byte, open bool) Value {
-	v := Value{Kind: KindString}
+func (d *Decoder) cstring(b []byte, open bool) render.Value {
+	v := render.Value{Kind: render.KindString}
 	if i := indexNUL(b); i >= 0 {
 		b = b[:i]
 	} else if open {
-		v.Flags |= Truncated
+		v.Flags |= render.Truncated
 	}
 	if !d.opts.Full && len(b) > d.opts.MaxBytes {
 		v.More = int32(len(b) - d.opts.MaxBytes)
@@ -280,8 +282,8 @@ func (d *Decoder) cstring(b []byte, open bool) Value {
 }
 
 // bytes makes a Value of raw memory, cut to MaxBytes.
-func (d *Decoder) bytes(b []byte) Value {
-	v := Value{Kind: KindBytes}
+func (d *Decoder) bytes(b []byte) render.Value {
+	v := render.Value{Kind: render.KindBytes}
 	if !d.opts.Full && len(b) > d.opts.MaxBytes {
 		v.More = int32(len(b) - d.opts.MaxBytes)
 		b = b[:d.opts.MaxBytes]
@@ -291,15 +293,15 @@ func (d *Decoder) bytes(b []byte) Value {
 }
 
 // array decodes an array; char arrays become strings.
-func (d *Decoder) array(a *btf.Array, raw []byte, depth int) Value {
+func (d *Decoder) array(a *btf.Array, raw []byte, depth int) render.Value {
 	eu, be := resolve(a.Type)
 	if i, ok := eu.(*btf.Int); ok && isChar(i) {
 		n := min(int(a.Nelems), len(raw))
 		return d.cstring(raw[:n], n < int(a.Nelems))
 	}
-	v := Value{Kind: KindArray}
+	v := render.Value{Kind: render.KindArray}
 	if depth >= d.opts.Depth {
-		v.Flags |= Elided
+		v.Flags |= render.Elided
 		return v
 	}
 	size, err := btf.Sizeof(eu)
@@ -314,9 +316,9 @@ func (d *Decoder) array(a *btf.Array, raw []byte, depth int) Value {
 	have := len(raw) / size
 	if have < show {
 		show = have
-		v.Flags |= Truncated
+		v.Flags |= render.Truncated
 	}
-	v.Fields = make([]Value, show)
+	v.Fields = make([]render.Value, show)
 	for i := range show {
 		v.Fields[i] = d.value(eu, be, raw[i*size:(i+1)*size], depth+1)
 	}
@@ -325,10 +327,10 @@ func (d *Decoder) array(a *btf.Array, raw []byte, depth int) Value {
 }
 
 // composite decodes a struct or union with its plan.
-func (d *Decoder) composite(t btf.Type, raw []byte, depth int) Value {
-	v := Value{Kind: KindStruct}
+func (d *Decoder) composite(t btf.Type, raw []byte, depth int) render.Value {
+	v := render.Value{Kind: render.KindStruct}
 	if depth >= d.opts.Depth {
-		v.Flags |= Elided
+		v.Flags |= render.Elided
 		return v
 	}
 	p := d.plan(t)
@@ -344,16 +346,16 @@ func (d *Decoder) composite(t btf.Type, raw []byte, depth int) Value {
 }
 
 // all shows every member; those not captured are KindUnknown.
-func (d *Decoder) all(v *Value, fields []field, raw []byte, depth int) {
-	v.Fields = make([]Value, len(fields))
+func (d *Decoder) all(v *render.Value, fields []field, raw []byte, depth int) {
+	v.Fields = make([]render.Value, len(fields))
 	for i := range fields {
 		v.Fields[i] = d.member(&fields[i], raw, depth)
-		v.Flags |= v.Fields[i].Flags & Truncated
+		v.Flags |= v.Fields[i].Flags & render.Truncated
 	}
 }
 
 // pick shows the non-zero members, scalars first, up to Options.Fields.
-func (d *Decoder) pick(v *Value, fields []field, raw []byte, depth int) {
+func (d *Decoder) pick(v *render.Value, fields []field, raw []byte, depth int) {
 	for _, composite := range [2]bool{false, true} {
 		for i := range fields {
 			f := &fields[i]
@@ -362,7 +364,7 @@ func (d *Decoder) pick(v *Value, fields []field, raw []byte, depth int) {
 			}
 			switch f.state(raw) {
 			case missing:
-				v.Flags |= Truncated
+				v.Flags |= render.Truncated
 				continue
 			case zero:
 				continue
@@ -372,54 +374,54 @@ func (d *Decoder) pick(v *Value, fields []field, raw []byte, depth int) {
 				continue
 			}
 			if v.Fields == nil {
-				v.Fields = make([]Value, 0, min(len(fields), d.opts.Fields))
+				v.Fields = make([]render.Value, 0, min(len(fields), d.opts.Fields))
 			}
 			m := d.member(f, raw, depth)
-			v.Flags |= m.Flags & Truncated
+			v.Flags |= m.Flags & render.Truncated
 			v.Fields = append(v.Fields, m)
 		}
 	}
 }
 
 // view shows the members of a well-known struct's view, zero or not.
-func (d *Decoder) view(v *Value, fields []viewField, raw []byte, depth int) {
-	v.Fields = make([]Value, 0, len(fields))
+func (d *Decoder) view(v *render.Value, fields []viewField, raw []byte, depth int) {
+	v.Fields = make([]render.Value, 0, len(fields))
 	for i := range fields {
 		f := &fields[i]
 		if f.state(raw) == missing {
-			v.Flags |= Truncated
+			v.Flags |= render.Truncated
 			continue
 		}
 		m := d.member(&f.field, raw, depth)
 		m.Name = f.label
-		if f.names != nil && (m.Kind == KindInt || m.Kind == KindUint) {
-			m.Kind, m.Str = KindEnum, f.names[m.Bits]
+		if f.names != nil && (m.Kind == render.KindInt || m.Kind == render.KindUint) {
+			m.Kind, m.Str = render.KindEnum, f.names[m.Bits]
 		}
 		v.Fields = append(v.Fields, m)
 	}
 }
 
 // member decodes one member of a struct at depth depth.
-func (d *Decoder) member(f *field, raw []byte, depth int) Value {
-	var v Value
+func (d *Decoder) member(f *field, raw []byte, depth int) render.Value {
+	var v render.Value
 	if f.bits != 0 {
 		if x, ok := readBits(raw, uint(f.off), uint(f.bits)); ok {
 			v = d.scalar(f.typ, x, uint(f.bits))
 		} else {
-			v = Value{Kind: KindUnknown, Flags: Truncated}
+			v = render.Value{Kind: render.KindUnknown, Flags: render.Truncated}
 		}
 	} else {
 		start := int(f.off / 8)
 		if start > len(raw) || (start == len(raw) && f.size > 0) {
-			v = Value{Kind: KindUnknown, Flags: Truncated}
+			v = render.Value{Kind: render.KindUnknown, Flags: render.Truncated}
 		} else {
 			end := min(start+int(f.size), len(raw))
 			v = d.value(f.typ, f.be, raw[start:end], depth+1)
 		}
 	}
 	v.Name = f.name
-	if f.hex && (v.Kind == KindUint || v.Kind == KindInt) {
-		v.Flags |= Hex
+	if f.hex && (v.Kind == render.KindUint || v.Kind == render.KindInt) {
+		v.Flags |= render.Hex
 	}
 	return v
 }

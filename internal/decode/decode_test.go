@@ -3,6 +3,8 @@
 package decode_test
 
 import (
+	"github.com/trawl-dev/trawl/render"
+
 	"testing"
 
 	"github.com/cilium/ebpf/btf"
@@ -33,16 +35,16 @@ func TestRetErrno(t *testing.T) {
 	for _, tc := range []struct {
 		fn   string
 		raw  uint64
-		kind decode.Kind
+		kind render.Kind
 		str  string
 	}{
-		{"__x64_sys_close", uint64(^uint64(1)), decode.KindErrno, "ENOENT"}, // -2
-		{"__x64_sys_close", uint64(1<<64 - 512), decode.KindErrno, "ERESTARTSYS"},
-		{"__x64_sys_close", 0, decode.KindInt, ""},
-		{"tcp_sendmsg", 0xffffffff, decode.KindErrno, "EPERM"}, // int: -1 in the low 32 bits
-		{"do_filp_open", uint64(1<<64 - 12), decode.KindErrno, "ENOMEM"},
-		{"do_filp_open", 0xffff888004b2c000, decode.KindPointer, ""},
-		{"tcp_set_state", 0, decode.KindNone, ""},
+		{"__x64_sys_close", uint64(^uint64(1)), render.KindErrno, "ENOENT"}, // -2
+		{"__x64_sys_close", uint64(1<<64 - 512), render.KindErrno, "ERESTARTSYS"},
+		{"__x64_sys_close", 0, render.KindInt, ""},
+		{"tcp_sendmsg", 0xffffffff, render.KindErrno, "EPERM"}, // int: -1 in the low 32 bits
+		{"do_filp_open", uint64(1<<64 - 12), render.KindErrno, "ENOMEM"},
+		{"do_filp_open", 0xffff888004b2c000, render.KindPointer, ""},
+		{"tcp_set_state", 0, render.KindNone, ""},
 	} {
 		v := d.Ret(proto(t, spec, tc.fn).Return, tc.raw)
 		if v.Kind != tc.kind || v.Str != tc.str {
@@ -57,7 +59,7 @@ func TestFlagEnum(t *testing.T) {
 	d := decode.NewDecoder(decode.Options{}, nil)
 	for raw, want := range map[uint64]string{0x10: "TTU_SYNC", 0x50: "TTU_SYNC|TTU_BATCH_FLUSH", 0x13: "TTU_SYNC|0x3", 0: ""} {
 		v := d.Arg("flags", p.Params[1].Type, decode.Raw{Slots: [2]uint64{raw}})
-		if v.Kind != decode.KindEnum || v.Str != want || v.Uint() != raw {
+		if v.Kind != render.KindEnum || v.Str != want || v.Uint() != raw {
 			t.Errorf("flags %#x: %q, want %q", raw, v.Str, want)
 		}
 	}
@@ -88,7 +90,7 @@ func TestString(t *testing.T) {
 		{"/et", "/et", 0, true}, // cut by the capture budget
 	} {
 		v := d.Arg("filename", p.Params[1].Type, decode.Raw{Slots: [2]uint64{0x7ffd0000}, Data: []byte(tc.data)})
-		if v.Kind != decode.KindString || v.Str != tc.str || v.More != tc.more || v.IsTruncated() != tc.trunc {
+		if v.Kind != render.KindString || v.Str != tc.str || v.More != tc.more || v.IsTruncated() != tc.trunc {
 			t.Errorf("%q: %+v", tc.data, v)
 		}
 	}
@@ -138,7 +140,7 @@ func TestBitfieldsAndDepth(t *testing.T) {
 		switch {
 		case f.Name == "fclone":
 			found = f.Uint() == 3
-		case f.Kind == decode.KindStruct && !f.IsElided():
+		case f.Kind == render.KindStruct && !f.IsElided():
 			t.Errorf("member %s nested deeper than Depth 1 is shown", f.Name)
 		}
 	}
@@ -152,7 +154,7 @@ func TestSymbolize(t *testing.T) {
 	p := proto(t, spec, "__x64_sys_close")
 	d := decode.NewDecoder(decode.Options{}, symbolizer{})
 	v := d.Arg("regs", p.Params[0].Type, decode.Raw{Slots: [2]uint64{0xffffffff81000010}})
-	if v.Kind != decode.KindPointer || v.Str != "_stext" || v.Off != 0x10 {
+	if v.Kind != render.KindPointer || v.Str != "_stext" || v.Off != 0x10 {
 		t.Errorf("pointer: %+v", v)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/plan"
-	"github.com/trawl-dev/trawl/internal/render"
+	"github.com/trawl-dev/trawl/render"
 )
 
 // BenchmarkDecodeJSON measures the user-space path of one call, from the

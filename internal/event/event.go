@@ -17,7 +17,7 @@ import (
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/plan"
-	"github.com/trawl-dev/trawl/internal/render"
+	"github.com/trawl-dev/trawl/render"
 )
 
 // Record flags, from internal/bpf/capture.h.
@@ -132,7 +132,7 @@ func (d *Decoder) Call(r *Record, c *render.Call) error {
 	return nil
 }
 
-func (d *Decoder) args(r *Record, p *plan.Plan, out []decode.Value) []decode.Value {
+func (d *Decoder) args(r *Record, p *plan.Plan, out []render.Value) []render.Value {
 	data := d.data[:len(p.Args)]
 	clear(data)
 	off := 0
@@ -161,7 +161,7 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []decode.Value) []decode.Val
 	if p.Func.Proto == nil {
 		// No prototype: show the raw argument registers.
 		for i := range rawArgs {
-			out = append(out, decode.Value{Kind: decode.KindUint, Name: argName(i), Bits: r.Slots[i], Flags: decode.Hex})
+			out = append(out, render.Value{Kind: render.KindUint, Name: argName(i), Bits: r.Slots[i], Flags: render.Hex})
 		}
 	}
 	return out

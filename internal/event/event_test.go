@@ -18,7 +18,7 @@ import (
 	"github.com/trawl-dev/trawl/internal/decode/decodetest"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/plan"
-	"github.com/trawl-dev/trawl/internal/render"
+	"github.com/trawl-dev/trawl/render"
 )
 
 // recordLayout is struct record as clang laid it out in the compiled
@@ -250,10 +250,10 @@ func TestDecoderCall(t *testing.T) {
 }
 
 // summary shows values as name=bits, and structs as name{members}.
-func summary(vs []decode.Value) string {
+func summary(vs []render.Value) string {
 	var s []string
 	for _, v := range vs {
-		if v.Kind == decode.KindStruct {
+		if v.Kind == render.KindStruct {
 			s = append(s, v.Name+"{"+summary(v.Fields)+"}")
 			continue
 		}

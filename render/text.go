@@ -7,8 +7,6 @@ import (
 	"io"
 	"strconv"
 	"time"
-
-	"github.com/trawl-dev/trawl/internal/decode"
 )
 
 // ANSI colours used on terminals.
@@ -134,7 +132,7 @@ func (f *formatter) appendCall(b []byte, c *Call) []byte {
 		b = f.color(b, colNote)
 		b = append(b, " = ? (no exit)"...)
 		b = f.color(b, colReset)
-	case c.Ret.Kind != decode.KindNone:
+	case c.Ret.Kind != KindNone:
 		b = append(b, " = "...)
 		b = f.appendValue(b, &c.Ret)
 	}
@@ -182,11 +180,11 @@ func appendDuration(b []byte, ns uint64) []byte {
 }
 
 // appendValue appends v as a C-like literal.
-func (f *formatter) appendValue(b []byte, v *decode.Value) []byte {
+func (f *formatter) appendValue(b []byte, v *Value) []byte {
 	switch v.Kind {
-	case decode.KindUnknown:
+	case KindUnknown:
 		return append(b, '?')
-	case decode.KindInt:
+	case KindInt:
 		if v.IsHex() && v.Int() < 0 {
 			b = append(b, '-')
 			return appendHex(b, uint64(-v.Int()))
@@ -195,48 +193,48 @@ func (f *formatter) appendValue(b []byte, v *decode.Value) []byte {
 			return appendHex(b, v.Uint())
 		}
 		return strconv.AppendInt(b, v.Int(), 10)
-	case decode.KindUint:
+	case KindUint:
 		if v.IsHex() {
 			return appendHex(b, v.Uint())
 		}
 		return strconv.AppendUint(b, v.Uint(), 10)
-	case decode.KindBool:
+	case KindBool:
 		return strconv.AppendBool(b, v.Bool())
-	case decode.KindFloat:
+	case KindFloat:
 		return strconv.AppendFloat(b, v.Float(), 'g', -1, 64)
-	case decode.KindEnum:
+	case KindEnum:
 		if v.Str == "" {
 			return strconv.AppendUint(b, v.Uint(), 10)
 		}
 		return append(b, v.Str...)
-	case decode.KindString:
+	case KindString:
 		b = strconv.AppendQuote(b, v.Str)
 		if v.More > 0 || v.IsTruncated() {
 			b = append(b, "..."...)
 		}
 		return b
-	case decode.KindBytes:
+	case KindBytes:
 		b = append(b, '<')
 		b = appendHexBytes(b, v.Str)
 		if v.More > 0 {
 			b = append(b, "..."...)
 		}
 		return append(b, '>')
-	case decode.KindPointer:
+	case KindPointer:
 		return appendPointer(b, v)
-	case decode.KindErrno:
+	case KindErrno:
 		b = f.color(b, colErr)
 		b = appendErrno(b, v)
 		return f.color(b, colReset)
-	case decode.KindStruct:
+	case KindStruct:
 		return f.appendFields(b, v, '{', '}')
-	case decode.KindArray:
+	case KindArray:
 		return f.appendFields(b, v, '[', ']')
 	}
 	return b
 }
 
-func (f *formatter) appendFields(b []byte, v *decode.Value, open, close byte) []byte {
+func (f *formatter) appendFields(b []byte, v *Value, open, close byte) []byte {
 	b = append(b, open)
 	if v.IsElided() {
 		b = append(b, "..."...)
@@ -271,7 +269,7 @@ func (f *formatter) appendFields(b []byte, v *decode.Value, open, close byte) []
 }
 
 // appendPointer appends NULL, sym, sym+0xoff or the address in hex.
-func appendPointer(b []byte, v *decode.Value) []byte {
+func appendPointer(b []byte, v *Value) []byte {
 	switch {
 	case v.Uint() == 0:
 		return append(b, "NULL"...)
@@ -292,7 +290,7 @@ func appendHex(b []byte, x uint64) []byte {
 }
 
 // appendErrno appends -ENAME, or -N for numbers without a name.
-func appendErrno(b []byte, v *decode.Value) []byte {
+func appendErrno(b []byte, v *Value) []byte {
 	if v.Str == "" {
 		return strconv.AppendInt(b, v.Int(), 10)
 	}

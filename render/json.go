@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
-
-	"github.com/trawl-dev/trawl/internal/decode"
 )
 
 // JSON writes one JSON object per call and line (JSON lines). The schema,
@@ -85,10 +83,10 @@ func (j *JSON) Call(c *Call) error {
 		b = append(b, `,"args":`...)
 		b = appendJSONArgs(b, c.Args)
 	}
-	if c.Ret.Kind != decode.KindNone {
+	if c.Ret.Kind != KindNone {
 		b = append(b, `,"ret":`...)
 		b = appendJSONValue(b, &c.Ret)
-		if c.Ret.Kind == decode.KindErrno && c.Ret.Str != "" {
+		if c.Ret.Kind == KindErrno && c.Ret.Str != "" {
 			b = append(b, `,"errno":`...)
 			b = appendJSONString(b, c.Ret.Str)
 		}
@@ -110,7 +108,7 @@ func (j *JSON) Call(c *Call) error {
 func (j *JSON) Close() error { return j.w.Flush() }
 
 // appendJSONArgs appends the arguments as an object.
-func appendJSONArgs(b []byte, args []decode.Value) []byte {
+func appendJSONArgs(b []byte, args []Value) []byte {
 	b = append(b, '{')
 	for i := range args {
 		if i > 0 {
@@ -146,45 +144,45 @@ func appendJSONFlags(b []byte, f CallFlags) []byte {
 }
 
 // appendJSONValue appends v following the schema in the JSON doc comment.
-func appendJSONValue(b []byte, v *decode.Value) []byte {
+func appendJSONValue(b []byte, v *Value) []byte {
 	switch v.Kind {
-	case decode.KindInt, decode.KindErrno:
+	case KindInt, KindErrno:
 		return strconv.AppendInt(b, v.Int(), 10)
-	case decode.KindUint:
+	case KindUint:
 		return strconv.AppendUint(b, v.Uint(), 10)
-	case decode.KindBool:
+	case KindBool:
 		return strconv.AppendBool(b, v.Bool())
-	case decode.KindFloat:
+	case KindFloat:
 		if x := v.Float(); !math.IsInf(x, 0) && !math.IsNaN(x) {
 			return strconv.AppendFloat(b, x, 'g', -1, 64)
 		}
-	case decode.KindEnum:
+	case KindEnum:
 		if v.Str == "" {
 			return strconv.AppendUint(b, v.Uint(), 10)
 		}
 		return appendJSONString(b, v.Str)
-	case decode.KindString:
+	case KindString:
 		return appendJSONString(b, v.Str)
-	case decode.KindBytes:
+	case KindBytes:
 		b = append(b, '"')
 		b = appendHexBytes(b, v.Str)
 		return append(b, '"')
-	case decode.KindPointer:
+	case KindPointer:
 		if v.Uint() == 0 {
 			break
 		}
 		b = append(b, '"')
 		b = appendPointer(b, v) // symbol names and hex need no escaping
 		return append(b, '"')
-	case decode.KindStruct:
+	case KindStruct:
 		return appendJSONObject(b, v)
-	case decode.KindArray:
+	case KindArray:
 		return appendJSONArray(b, v)
 	}
 	return append(b, "null"...)
 }
 
-func appendJSONObject(b []byte, v *decode.Value) []byte {
+func appendJSONObject(b []byte, v *Value) []byte {
 	b = append(b, '{')
 	for i := range v.Fields {
 		if i > 0 {
@@ -218,7 +216,7 @@ func appendMark(b []byte, sep bool, key string) []byte {
 	return append(b, key...)
 }
 
-func appendJSONArray(b []byte, v *decode.Value) []byte {
+func appendJSONArray(b []byte, v *Value) []byte {
 	if v.IsElided() {
 		return append(b, `{"$elided":true}`...)
 	}

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package render
+package render_test
 
 import (
+	"github.com/trawl-dev/trawl/render"
+
 	"bytes"
 	"strings"
 	"sync"
@@ -12,20 +14,20 @@ import (
 
 func TestStatsGolden(t *testing.T) {
 	var out bytes.Buffer
-	s, err := NewStats(&out, StatsOptions{SortBy: "p50", Histogram: "tcp_sendmsg"})
+	s, err := render.NewStats(&out, render.StatsOptions{SortBy: "p50", Histogram: "tcp_sendmsg"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	calls := testCalls(t)
 	for i := range 1000 { // a spread of latencies for the histogram
-		calls = append(calls, Call{Func: "tcp_sendmsg", Duration: uint64(1000 + i*i*10)})
+		calls = append(calls, render.Call{Func: "tcp_sendmsg", Duration: uint64(1000 + i*i*10)})
 	}
-	render(t, s, calls)
+	renderAll(t, s, calls)
 	golden(t, "stats.golden", out.Bytes())
 }
 
 func TestStatsBadSort(t *testing.T) {
-	if _, err := NewStats(&bytes.Buffer{}, StatsOptions{SortBy: "latency"}); err == nil {
+	if _, err := render.NewStats(&bytes.Buffer{}, render.StatsOptions{SortBy: "latency"}); err == nil {
 		t.Error("unknown sort column accepted")
 	}
 }
@@ -50,7 +52,7 @@ func (s *syncBuffer) String() string {
 
 func TestStatsRefresh(t *testing.T) {
 	var out syncBuffer
-	s, err := NewStats(&out, StatsOptions{Interval: time.Millisecond})
+	s, err := render.NewStats(&out, render.StatsOptions{Interval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,28 +69,5 @@ func TestStatsRefresh(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), "FUNCTION"); n < 2 {
 		t.Errorf("%d tables written, want a refresh and the final one:\n%s", n, out.String())
-	}
-}
-
-func TestHistogramQuantiles(t *testing.T) {
-	var h Histogram
-	for v := uint64(1); v <= 100000; v++ {
-		h.Record(v)
-	}
-	for _, q := range []float64{0.5, 0.9, 0.99} {
-		exact := q * 100000
-		got := float64(h.Quantile(q))
-		if got < exact || got > exact*1.125 {
-			t.Errorf("p%v = %v, want within 12.5%% above %v", q*100, got, exact)
-		}
-	}
-	if h.Max() != 100000 || h.Quantile(1) != 100000 {
-		t.Errorf("max %d, p100 %d", h.Max(), h.Quantile(1))
-	}
-	for _, v := range []uint64{0, 15, 16, 17, 1 << 40, ^uint64(0)} {
-		lo, hi := bucketRange(bucket(v))
-		if v < lo || v > hi {
-			t.Errorf("%d falls in bucket [%d, %d]", v, lo, hi)
-		}
 	}
 }

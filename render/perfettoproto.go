@@ -9,8 +9,6 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
-
-	"github.com/trawl-dev/trawl/internal/decode"
 )
 
 // PerfettoProto writes Perfetto's native trace format, a Trace protobuf
@@ -349,9 +347,9 @@ func (p *PerfettoProto) appendAnnotations(b []byte, c *Call) []byte {
 		}
 		b = appendClose(b, ann)
 	}
-	if c.Ret.Kind != decode.KindNone {
+	if c.Ret.Kind != KindNone {
 		b = p.appendValue(b, eventDebug, "ret", &c.Ret)
-		if c.Ret.Kind == decode.KindErrno && c.Ret.Str != "" {
+		if c.Ret.Kind == KindErrno && c.Ret.Str != "" {
 			b, ann = p.openAnnotation(b, eventDebug, "errno")
 			b = appendVarintField(b, debugStringValueIID, p.intern(&p.strs, c.Ret.Str))
 			b = appendClose(b, ann)
@@ -386,7 +384,7 @@ func (p *PerfettoProto) openAnnotation(b []byte, field protowire.Number, name st
 
 // appendValue appends v as a DebugAnnotation in field: named name in an
 // event or a dictionary, unnamed in an array (debugArrayValues).
-func (p *PerfettoProto) appendValue(b []byte, field protowire.Number, name string, v *decode.Value) []byte {
+func (p *PerfettoProto) appendValue(b []byte, field protowire.Number, name string, v *Value) []byte {
 	var ann int
 	if field == debugArrayValues {
 		b, ann = appendOpen(b, field)
@@ -394,36 +392,36 @@ func (p *PerfettoProto) appendValue(b []byte, field protowire.Number, name strin
 		b, ann = p.openAnnotation(b, field, name)
 	}
 	switch v.Kind {
-	case decode.KindInt, decode.KindErrno:
+	case KindInt, KindErrno:
 		b = appendVarintField(b, debugIntValue, uint64(v.Int()))
-	case decode.KindUint:
+	case KindUint:
 		b = appendVarintField(b, debugUintValue, v.Uint())
-	case decode.KindBool:
+	case KindBool:
 		b = appendVarintField(b, debugBoolValue, protowire.EncodeBool(v.Bool()))
-	case decode.KindFloat:
+	case KindFloat:
 		b = protowire.AppendTag(b, debugDoubleValue, protowire.Fixed64Type)
 		b = protowire.AppendFixed64(b, math.Float64bits(v.Float()))
-	case decode.KindEnum:
+	case KindEnum:
 		if v.Str == "" {
 			b = appendVarintField(b, debugUintValue, v.Uint())
 		} else {
 			b = appendVarintField(b, debugStringValueIID, p.intern(&p.strs, v.Str))
 		}
-	case decode.KindString:
+	case KindString:
 		b = appendStringField(b, debugStringValue, v.Str)
-	case decode.KindBytes:
+	case KindBytes:
 		b = protowire.AppendTag(b, debugStringValue, protowire.BytesType)
 		b = protowire.AppendVarint(b, 2*uint64(len(v.Str)))
 		b = appendHexBytes(b, v.Str)
-	case decode.KindPointer:
+	case KindPointer:
 		if v.Uint() == 0 || v.Str == "" {
 			b = appendVarintField(b, debugPointerValue, v.Uint())
 			break
 		}
 		b = p.appendSymbol(b, v)
-	case decode.KindStruct:
+	case KindStruct:
 		b = p.appendObject(b, v)
-	case decode.KindArray:
+	case KindArray:
 		b = p.appendArray(b, v)
 	}
 	return appendClose(b, ann)
@@ -436,7 +434,7 @@ const maxInternedStrings = 1 << 16
 // appendSymbol appends the value of a pointer into a symbol, "sym+0xoff",
 // as appendPointer shows it. The symbols a trace meets are few and
 // repeated, so their strings are interned.
-func (p *PerfettoProto) appendSymbol(b []byte, v *decode.Value) []byte {
+func (p *PerfettoProto) appendSymbol(b []byte, v *Value) []byte {
 	p.sym = appendPointer(p.sym[:0], v)
 	iid, ok := p.strs.iids[string(p.sym)]
 	if !ok && len(p.strs.iids) < maxInternedStrings {
@@ -451,7 +449,7 @@ func (p *PerfettoProto) appendSymbol(b []byte, v *decode.Value) []byte {
 
 // appendObject appends the members of a struct and the marks of the JSON
 // schema ($more, $truncated, $elided) as dictionary entries.
-func (p *PerfettoProto) appendObject(b []byte, v *decode.Value) []byte {
+func (p *PerfettoProto) appendObject(b []byte, v *Value) []byte {
 	if len(v.Fields) == 0 && v.More == 0 && !v.IsTruncated() && !v.IsElided() {
 		return appendStringField(b, debugLegacyJSON, "{}")
 	}
@@ -472,7 +470,7 @@ func (p *PerfettoProto) appendObject(b []byte, v *decode.Value) []byte {
 
 // appendArray appends the elements of an array and, when it was cut, a
 // last element {"$more": N}; an elided array is {"$elided": true}.
-func (p *PerfettoProto) appendArray(b []byte, v *decode.Value) []byte {
+func (p *PerfettoProto) appendArray(b []byte, v *Value) []byte {
 	switch {
 	case v.IsElided():
 		return p.appendMark(b, "$elided")

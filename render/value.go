@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package decode
+package render
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Kind says what a Value holds and which of its fields are meaningful.
 type Kind uint8
@@ -39,6 +42,31 @@ const (
 	// KindArray is an array; Fields holds the elements shown.
 	KindArray
 )
+
+// kindNames are the names String gives the kinds.
+var kindNames = [...]string{
+	KindNone:    "none",
+	KindUnknown: "unknown",
+	KindInt:     "int",
+	KindUint:    "uint",
+	KindBool:    "bool",
+	KindFloat:   "float",
+	KindEnum:    "enum",
+	KindString:  "string",
+	KindBytes:   "bytes",
+	KindPointer: "pointer",
+	KindErrno:   "errno",
+	KindStruct:  "struct",
+	KindArray:   "array",
+}
+
+// String returns the kind's name in lower case, as "int" for KindInt.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", k)
+}
 
 // Flags qualify a Value.
 type Flags uint8

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/trawl-dev/trawl/internal/decode"
 )
 
 // StatsOptions configure the Stats renderer.
@@ -87,7 +85,7 @@ func (s *Stats) Call(c *Call) error {
 		s.funcs[name] = f
 	}
 	f.calls++
-	if c.Ret.Kind == decode.KindErrno {
+	if c.Ret.Kind == KindErrno {
 		f.errors++
 	}
 	if c.Flags&(EntryOnly|ExitOnly) == 0 {

@@ -6,8 +6,6 @@ import (
 	"bufio"
 	"io"
 	"strconv"
-
-	"github.com/trawl-dev/trawl/internal/decode"
 )
 
 // idleTID is the base of the thread ids given to the idle tasks, which all
@@ -102,10 +100,10 @@ func (p *ChromeJSON) Call(c *Call) error {
 		b = appendJSONArgs(b, c.Args)
 		b = append(b, ',')
 	}
-	if c.Ret.Kind != decode.KindNone {
+	if c.Ret.Kind != KindNone {
 		b = append(b, `"ret":`...)
 		b = appendJSONValue(b, &c.Ret)
-		if c.Ret.Kind == decode.KindErrno && c.Ret.Str != "" {
+		if c.Ret.Kind == KindErrno && c.Ret.Str != "" {
 			b = append(b, `,"errno":`...)
 			b = appendJSONString(b, c.Ret.Str)
 		}

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package render
+package render_test
 
 import (
+	"github.com/trawl-dev/trawl/render"
+
 	"bytes"
 	"flag"
 	"os"
@@ -33,7 +35,7 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 // render runs calls through the renderer r writes to out.
-func render(t *testing.T, r Renderer, calls []Call) {
+func renderAll(t *testing.T, r render.Renderer, calls []render.Call) {
 	t.Helper()
 	for i := range calls {
 		if err := r.Call(&calls[i]); err != nil {
@@ -45,11 +47,11 @@ func render(t *testing.T, r Renderer, calls []Call) {
 	}
 }
 
-var testOptions = Options{WallOffset: wallAt, Location: time.UTC}
+var testOptions = render.Options{WallOffset: wallAt, Location: time.UTC}
 
 func TestTextGolden(t *testing.T) {
 	var out bytes.Buffer
-	render(t, NewText(&out, testOptions), testCalls(t))
+	renderAll(t, render.NewText(&out, testOptions), testCalls(t))
 	golden(t, "text.golden", out.Bytes())
 }
 
@@ -57,14 +59,14 @@ func TestTextColorGolden(t *testing.T) {
 	var out bytes.Buffer
 	opts := testOptions
 	opts.Color = true
-	render(t, NewText(&out, opts), testCalls(t)[:3])
+	renderAll(t, render.NewText(&out, opts), testCalls(t)[:3])
 	golden(t, "text-color.golden", out.Bytes())
 }
 
 func TestTextKernelClock(t *testing.T) {
 	var out bytes.Buffer
 	calls := testCalls(t)[5:6]
-	render(t, NewText(&out, Options{}), calls)
+	renderAll(t, render.NewText(&out, render.Options{}), calls)
 	want := "1000.000040 cat[5000/5001] __x64_sys_close(regs=0xffffc90000a3ff58) = -EBADF 1.5ms\n"
 	if out.String() != want {
 		t.Errorf("got %q, want %q", out.String(), want)
@@ -73,18 +75,18 @@ func TestTextKernelClock(t *testing.T) {
 
 func TestJSONGolden(t *testing.T) {
 	var out bytes.Buffer
-	render(t, NewJSON(&out, testOptions), testCalls(t))
+	renderAll(t, render.NewJSON(&out, testOptions), testCalls(t))
 	golden(t, "json.golden", out.Bytes())
 }
 
 func TestTreeGolden(t *testing.T) {
 	var out bytes.Buffer
-	render(t, NewTree(&out, testOptions), testCalls(t))
+	renderAll(t, render.NewTree(&out, testOptions), testCalls(t))
 	golden(t, "tree.golden", out.Bytes())
 }
 
 func TestChromeJSONGolden(t *testing.T) {
 	var out bytes.Buffer
-	render(t, NewChromeJSON(&out), testCalls(t))
+	renderAll(t, render.NewChromeJSON(&out), testCalls(t))
 	golden(t, "chromejson.golden", out.Bytes())
 }

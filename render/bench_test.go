@@ -1,18 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package render
+package render_test
 
 import (
+	"github.com/trawl-dev/trawl/internal/decode"
+
+	"github.com/trawl-dev/trawl/render"
+
 	"io"
 	"testing"
 
-	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/decode/decodetest"
 )
 
 // benchmarkRender decodes and renders tcp_sendmsg(struct sock *sk, struct
 // msghdr *msg, size_t size) events with 256 captured bytes of sock.
-func benchmarkRender(b *testing.B, newRenderer func(io.Writer) Renderer) {
+func benchmarkRender(b *testing.B, newRenderer func(io.Writer) render.Renderer) {
 	bld := newBuilder(b)
 	proto, err := decodetest.Func(bld.spec, "tcp_sendmsg")
 	if err != nil {
@@ -31,8 +34,8 @@ func benchmarkRender(b *testing.B, newRenderer func(io.Writer) Renderer) {
 	}
 	r := newRenderer(io.Discard)
 	dec := decode.NewDecoder(decode.Options{}, testSymbols)
-	args := make([]decode.Value, len(raws))
-	c := Call{CPU: 1, PID: 4242, TID: 4242, Comm: "curl", Func: "tcp_sendmsg"}
+	args := make([]render.Value, len(raws))
+	c := render.Call{CPU: 1, PID: 4242, TID: 4242, Comm: "curl", Func: "tcp_sendmsg"}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		for j, p := range proto.Params {
@@ -53,17 +56,17 @@ func benchmarkRender(b *testing.B, newRenderer func(io.Writer) Renderer) {
 }
 
 func BenchmarkText(b *testing.B) {
-	benchmarkRender(b, func(w io.Writer) Renderer { return NewText(w, testOptions) })
+	benchmarkRender(b, func(w io.Writer) render.Renderer { return render.NewText(w, testOptions) })
 }
 
 func BenchmarkJSON(b *testing.B) {
-	benchmarkRender(b, func(w io.Writer) Renderer { return NewJSON(w, testOptions) })
+	benchmarkRender(b, func(w io.Writer) render.Renderer { return render.NewJSON(w, testOptions) })
 }
 
 func BenchmarkChromeJSON(b *testing.B) {
-	benchmarkRender(b, func(w io.Writer) Renderer { return NewChromeJSON(w) })
+	benchmarkRender(b, func(w io.Writer) render.Renderer { return render.NewChromeJSON(w) })
 }
 
 func BenchmarkPerfettoProto(b *testing.B) {
-	benchmarkRender(b, func(w io.Writer) Renderer { return NewPerfettoProto(w, testOptions) })
+	benchmarkRender(b, func(w io.Writer) render.Renderer { return render.NewPerfettoProto(w, testOptions) })
 }

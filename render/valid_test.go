@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package render
+package render_test
 
 import (
+	"github.com/trawl-dev/trawl/render"
+
 	"bufio"
 	"bytes"
 	"encoding/json"
 	"slices"
 	"testing"
 
-	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/render/rendertest"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestJSONValid(t *testing.T) {
 	calls := testCalls(t)
 	var out bytes.Buffer
-	render(t, NewJSON(&out, Options{}), calls)
+	renderAll(t, render.NewJSON(&out, render.Options{}), calls)
 	sc := bufio.NewScanner(&out)
 	i := 0
 	for ; sc.Scan(); i++ {
@@ -37,29 +38,12 @@ func TestJSONValid(t *testing.T) {
 		if obj.TS == nil || *obj.TS != c.TS || obj.CPU == nil || obj.TID == nil || *obj.TID != c.TID || obj.Func != c.Func || obj.Duration != c.Duration {
 			t.Errorf("line %d does not match its call: %s", i+1, sc.Bytes())
 		}
-		if c.Flags&ExitOnly == 0 && len(obj.Args) != len(c.Args) {
+		if c.Flags&render.ExitOnly == 0 && len(obj.Args) != len(c.Args) {
 			t.Errorf("line %d: %d args, want %d", i+1, len(obj.Args), len(c.Args))
 		}
 	}
 	if i != len(calls) {
 		t.Errorf("%d lines for %d calls", i, len(calls))
-	}
-}
-
-func TestJSONString(t *testing.T) {
-	for _, s := range []string{"plain", "quote\" back\\ nl\n tab\t ctl\x01", "bad\xff\xfeutf8", "é ✓ \u2028", ""} {
-		var got string
-		b := appendJSONString(nil, s)
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Fatalf("%q: %v: %s", s, err, b)
-		}
-		var want string
-		for _, r := range s { // each invalid byte becomes U+FFFD
-			want += string(r)
-		}
-		if got != want {
-			t.Errorf("%q: round trip gives %q", s, got)
-		}
 	}
 }
 
@@ -81,7 +65,7 @@ type traceEvent struct {
 func TestChromeJSONValid(t *testing.T) {
 	calls := testCalls(t)
 	var out bytes.Buffer
-	render(t, NewChromeJSON(&out), calls)
+	renderAll(t, render.NewChromeJSON(&out), calls)
 	var file struct {
 		TraceEvents     []traceEvent `json:"traceEvents"`
 		DisplayTimeUnit string       `json:"displayTimeUnit"`
@@ -160,7 +144,7 @@ func TestChromeJSONValid(t *testing.T) {
 // checkSliceArgs checks that the args of e, the event of calls[n], hold the
 // call's CPU and its arguments in an object of their own, absent for an
 // exit-only call.
-func checkSliceArgs(t *testing.T, e traceEvent, calls []Call, n int) {
+func checkSliceArgs(t *testing.T, e traceEvent, calls []render.Call, n int) {
 	t.Helper()
 	if n >= len(calls) {
 		return // counted after the loop
@@ -178,9 +162,9 @@ func checkSliceArgs(t *testing.T, e traceEvent, calls []Call, n int) {
 		t.Errorf("%s: args without the CPU %d: %s", e.Name, c.CPU, e.Args)
 	}
 	switch {
-	case c.Flags&ExitOnly != 0 && args.Args != nil:
+	case c.Flags&render.ExitOnly != 0 && args.Args != nil:
 		t.Errorf("%s: exit-only call with arguments: %s", e.Name, e.Args)
-	case c.Flags&ExitOnly == 0 && (args.Args == nil || len(args.Args) != len(c.Args)):
+	case c.Flags&render.ExitOnly == 0 && (args.Args == nil || len(args.Args) != len(c.Args)):
 		t.Errorf("%s: %d arguments in args.args, want %d: %s", e.Name, len(args.Args), len(c.Args), e.Args)
 	}
 }
@@ -188,22 +172,22 @@ func checkSliceArgs(t *testing.T, e traceEvent, calls []Call, n int) {
 // argNameCalls are calls whose arguments are named like the keys trawl
 // adds to a slice's args: the kernel has functions with an int cpu or an
 // unsigned long flags.
-func argNameCalls() []Call {
-	return []Call{{
-		TS: 1000, Duration: 500, CPU: 3, PID: 10, TID: 11, Comm: "t", Func: "f", Flags: Missed,
-		Args: []decode.Value{
-			{Kind: decode.KindInt, Name: "cpu", Bits: 7},
-			{Kind: decode.KindEnum, Name: "flags", Str: "GFP_KERNEL", Bits: 0xcc0},
-			{Kind: decode.KindInt, Name: "ret", Bits: 42},
-			{Kind: decode.KindString, Name: "errno", Str: "not a name"},
-			{Kind: decode.KindUint, Name: "args", Bits: 9},
+func argNameCalls() []render.Call {
+	return []render.Call{{
+		TS: 1000, Duration: 500, CPU: 3, PID: 10, TID: 11, Comm: "t", Func: "f", Flags: render.Missed,
+		Args: []render.Value{
+			{Kind: render.KindInt, Name: "cpu", Bits: 7},
+			{Kind: render.KindEnum, Name: "flags", Str: "GFP_KERNEL", Bits: 0xcc0},
+			{Kind: render.KindInt, Name: "ret", Bits: 42},
+			{Kind: render.KindString, Name: "errno", Str: "not a name"},
+			{Kind: render.KindUint, Name: "args", Bits: 9},
 		},
-		Ret: decode.Value{Kind: decode.KindErrno, Str: "ENOENT", Bits: uint64(1<<64 - 2)},
+		Ret: render.Value{Kind: render.KindErrno, Str: "ENOENT", Bits: uint64(1<<64 - 2)},
 	}, {
-		TS: 2000, CPU: 5, PID: 10, TID: 11, Comm: "t", Func: "g", Flags: EntryOnly,
-		Args: []decode.Value{
-			{Kind: decode.KindInt, Name: "cpu", Bits: 1},
-			{Kind: decode.KindUint, Name: "flags", Bits: 2},
+		TS: 2000, CPU: 5, PID: 10, TID: 11, Comm: "t", Func: "g", Flags: render.EntryOnly,
+		Args: []render.Value{
+			{Kind: render.KindInt, Name: "cpu", Bits: 1},
+			{Kind: render.KindUint, Name: "flags", Bits: 2},
 		},
 	}}
 }
@@ -217,7 +201,7 @@ func TestChromeJSONArgNames(t *testing.T) {
 		`{"args":{"cpu":1,"flags":2},"cpu":5,"flags":["entry_only"]}`,
 	}
 	var out bytes.Buffer
-	render(t, NewChromeJSON(&out), calls)
+	renderAll(t, render.NewChromeJSON(&out), calls)
 	var file struct{ TraceEvents []traceEvent }
 	if err := json.Unmarshal(out.Bytes(), &file); err != nil {
 		t.Fatalf("not valid JSON: %v\n%s", err, out.Bytes())
@@ -261,7 +245,7 @@ func compareFloat(a, b float64) int {
 
 func TestChromeJSONEmpty(t *testing.T) {
 	var out bytes.Buffer
-	if err := NewChromeJSON(&out).Close(); err != nil {
+	if err := render.NewChromeJSON(&out).Close(); err != nil {
 		t.Fatal(err)
 	}
 	var file struct{ TraceEvents []traceEvent }

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package render
+package render_test
 
 import (
+	"github.com/trawl-dev/trawl/render"
+
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -11,7 +13,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/render/rendertest"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestPerfettoProtoAgrees(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		calls []Call
+		calls []render.Call
 	}{
 		{"golden calls", testCalls(t)},
 		{"arguments named like trawl's keys", argNameCalls()},
@@ -29,9 +30,9 @@ func TestPerfettoProtoAgrees(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var pbOut, jsonOut bytes.Buffer
-			render(t, NewPerfettoProto(&pbOut, testOptions), tc.calls)
-			render(t, NewChromeJSON(&jsonOut), tc.calls)
-			t.Logf("%d calls: Perfetto protobuf %d bytes, Chrome JSON %d bytes", len(tc.calls), pbOut.Len(), jsonOut.Len())
+			renderAll(t, render.NewPerfettoProto(&pbOut, testOptions), tc.calls)
+			renderAll(t, render.NewChromeJSON(&jsonOut), tc.calls)
+			t.Logf("%d calls: Perfetto protobuf %d bytes, Chrome render.JSON %d bytes", len(tc.calls), pbOut.Len(), jsonOut.Len())
 			trace, err := rendertest.DecodePerfetto(pbOut.Bytes())
 			if err != nil {
 				t.Fatal(err)
@@ -78,16 +79,16 @@ func comparePerfetto(events []rendertest.PerfettoEvent, chromeJSON []byte) []err
 		}
 	}
 	if len(events) != len(want) {
-		return []error{fmt.Errorf("%d Perfetto events for %d Chrome JSON events", len(events), len(want))}
+		return []error{fmt.Errorf("%d Perfetto events for %d Chrome render.JSON events", len(events), len(want))}
 	}
 	var errs []error
 	for i, e := range events {
 		w := want[i]
-		ph, dur := "X", string(appendMicros(nil, e.Dur))
+		ph, dur := "X", string(render.AppendMicros(nil, e.Dur))
 		if e.Instant {
 			ph, dur = "i", ""
 		}
-		got := fmt.Sprintln(e.Name, e.Category, ph, string(appendMicros(nil, e.TS)), dur, e.PID, e.TID, e.Process, e.Thread)
+		got := fmt.Sprintln(e.Name, e.Category, ph, string(render.AppendMicros(nil, e.TS)), dur, e.PID, e.TID, e.Process, e.Thread)
 		exp := fmt.Sprintln(w.Name, w.Cat, w.Ph, w.TS, w.Dur, w.PID, w.TID, names[[2]int64{w.PID, -1}], names[[2]int64{w.PID, w.TID}])
 		if got != exp {
 			errs = append(errs, fmt.Errorf("event %d: name cat ph ts dur pid tid process thread = %q, want %q", i+1, got, exp))
@@ -102,60 +103,62 @@ func comparePerfetto(events []rendertest.PerfettoEvent, chromeJSON []byte) []err
 // valueKindCalls are calls with values of every kind and shape: marks,
 // empty and cut containers, values that are not finite or not valid
 // UTF-8, and values long enough to need lengths of two and three bytes.
-func valueKindCalls() []Call {
-	i := func(name string, v int64) decode.Value {
-		return decode.Value{Kind: decode.KindInt, Name: name, Bits: uint64(v)}
+func valueKindCalls() []render.Call {
+	i := func(name string, v int64) render.Value {
+		return render.Value{Kind: render.KindInt, Name: name, Bits: uint64(v)}
 	}
-	str := func(name, s string) decode.Value { return decode.Value{Kind: decode.KindString, Name: name, Str: s} }
-	float := func(name string, x float64) decode.Value {
-		return decode.Value{Kind: decode.KindFloat, Name: name, Bits: math.Float64bits(x)}
+	str := func(name, s string) render.Value {
+		return render.Value{Kind: render.KindString, Name: name, Str: s}
 	}
-	return []Call{
+	float := func(name string, x float64) render.Value {
+		return render.Value{Kind: render.KindFloat, Name: name, Bits: math.Float64bits(x)}
+	}
+	return []render.Call{
 		{TS: 1_000_000_000, Duration: 1500, CPU: 1, PID: 100, TID: 100, Comm: "bad\xffcomm", Func: "kinds",
-			Args: []decode.Value{
+			Args: []render.Value{
 				i("neg", -100),
-				{Kind: decode.KindUint, Name: "max", Bits: math.MaxUint64},
-				{Kind: decode.KindBool, Name: "yes", Bits: 1},
-				{Kind: decode.KindBool, Name: "no"},
+				{Kind: render.KindUint, Name: "max", Bits: math.MaxUint64},
+				{Kind: render.KindBool, Name: "yes", Bits: 1},
+				{Kind: render.KindBool, Name: "no"},
 				float("pi", 3.25), float("nan", math.NaN()), float("inf", math.Inf(-1)),
-				{Kind: decode.KindEnum, Name: "state", Str: "TCP_ESTABLISHED", Bits: 1},
-				{Kind: decode.KindEnum, Name: "state2", Str: "TCP_ESTABLISHED", Bits: 1},
-				{Kind: decode.KindEnum, Name: "anon", Bits: 77},
+				{Kind: render.KindEnum, Name: "state", Str: "TCP_ESTABLISHED", Bits: 1},
+				{Kind: render.KindEnum, Name: "state2", Str: "TCP_ESTABLISHED", Bits: 1},
+				{Kind: render.KindEnum, Name: "anon", Bits: 77},
 				str("utf8", "é ✓"), str("invalid", "a\xff\xfeb"), str("empty", ""),
-				{Kind: decode.KindBytes, Name: "raw", Str: "\x00\xff\x10", More: 2},
-				{Kind: decode.KindPointer, Name: "null"},
-				{Kind: decode.KindPointer, Name: "plain", Bits: 0xffff888001234000},
-				{Kind: decode.KindPointer, Name: "sym", Str: "ext4_file_operations", Bits: 0xffffffff82016e40},
-				{Kind: decode.KindPointer, Name: "symoff", Str: "tcp_prot", Off: 0x10, Bits: 0xffffffff81c8e510},
-				{Kind: decode.KindUnknown, Name: "gone"},
-				{Kind: decode.KindStruct, Name: "emptystruct"},
-				{Kind: decode.KindArray, Name: "emptyarray"},
-				{Kind: decode.KindArray, Name: "elidedarray", Flags: decode.Elided},
-				{Kind: decode.KindArray, Name: "cut", Fields: []decode.Value{i("", 1), {Kind: decode.KindUnknown}, i("", -2)}, More: 6},
-				{Kind: decode.KindArray, Name: "onlymore", More: 3},
-				{Kind: decode.KindArray, Name: "nested", Fields: []decode.Value{
-					{Kind: decode.KindArray, Fields: []decode.Value{i("", 1)}},
-					{Kind: decode.KindStruct, Fields: []decode.Value{i("a", 1)}},
+				{Kind: render.KindBytes, Name: "raw", Str: "\x00\xff\x10", More: 2},
+				{Kind: render.KindPointer, Name: "null"},
+				{Kind: render.KindPointer, Name: "plain", Bits: 0xffff888001234000},
+				{Kind: render.KindPointer, Name: "sym", Str: "ext4_file_operations", Bits: 0xffffffff82016e40},
+				{Kind: render.KindPointer, Name: "symoff", Str: "tcp_prot", Off: 0x10, Bits: 0xffffffff81c8e510},
+				{Kind: render.KindUnknown, Name: "gone"},
+				{Kind: render.KindStruct, Name: "emptystruct"},
+				{Kind: render.KindArray, Name: "emptyarray"},
+				{Kind: render.KindArray, Name: "elidedarray", Flags: render.Elided},
+				{Kind: render.KindArray, Name: "cut", Fields: []render.Value{i("", 1), {Kind: render.KindUnknown}, i("", -2)}, More: 6},
+				{Kind: render.KindArray, Name: "onlymore", More: 3},
+				{Kind: render.KindArray, Name: "nested", Fields: []render.Value{
+					{Kind: render.KindArray, Fields: []render.Value{i("", 1)}},
+					{Kind: render.KindStruct, Fields: []render.Value{i("a", 1)}},
 				}},
-				{Kind: decode.KindStruct, Name: "marks", Flags: decode.Truncated, More: 4, Fields: []decode.Value{
-					{Kind: decode.KindStruct, Name: "deep", Flags: decode.Elided},
+				{Kind: render.KindStruct, Name: "marks", Flags: render.Truncated, More: 4, Fields: []render.Value{
+					{Kind: render.KindStruct, Name: "deep", Flags: render.Elided},
 					i("x", 5),
 				}},
-				{Kind: decode.KindStruct, Name: "long", Fields: []decode.Value{
+				{Kind: render.KindStruct, Name: "long", Fields: []render.Value{
 					str("s300", strings.Repeat("x", 300)),
 					str("s20000", strings.Repeat("y", 20000)),
 				}},
 				i("", 7), // no BTF name: argN
 			},
-			Ret: decode.Value{Kind: decode.KindErrno, Bits: uint64(1<<64 - 600)}},
+			Ret: render.Value{Kind: render.KindErrno, Bits: uint64(1<<64 - 600)}},
 		{TS: 1_000_002_000, Duration: 2_345_678, CPU: 0, PID: 100, TID: 101, Comm: "worker", Func: "noargs",
-			Ret: decode.Value{Kind: decode.KindPointer, Bits: 0x7f0000001000}},
+			Ret: render.Value{Kind: render.KindPointer, Bits: 0x7f0000001000}},
 		{TS: 1_000_002_500, Duration: 800, CPU: 0, PID: 100, TID: 101, Comm: "worker", Func: "kinds", Depth: 1,
-			Args: []decode.Value{{Kind: decode.KindEnum, Name: "state", Str: "TCP_CLOSE", Bits: 7}}},
-		{TS: 1_000_004_000, CPU: 1, PID: 0, TID: 0, Comm: "swapper/1", Func: "nf_hook_slow", Module: "nf_tables", Flags: ExitOnly | Missed,
+			Args: []render.Value{{Kind: render.KindEnum, Name: "state", Str: "TCP_CLOSE", Bits: 7}}},
+		{TS: 1_000_004_000, CPU: 1, PID: 0, TID: 0, Comm: "swapper/1", Func: "nf_hook_slow", Module: "nf_tables", Flags: render.ExitOnly | render.Missed,
 			Ret: i("", 1)},
-		{TS: 1_000_005_000, CPU: 2, PID: 0, TID: 0, Comm: "swapper/2", Func: "nf_hook_slow", Module: "nf_tables", Flags: EntryOnly,
-			Args: []decode.Value{i("pf", 2)}},
+		{TS: 1_000_005_000, CPU: 2, PID: 0, TID: 0, Comm: "swapper/2", Func: "nf_hook_slow", Module: "nf_tables", Flags: render.EntryOnly,
+			Args: []render.Value{i("pf", 2)}},
 	}
 }
 
@@ -173,7 +176,7 @@ func (w *writes) Write(b []byte) (int, error) {
 func TestPerfettoProtoCut(t *testing.T) {
 	calls := testCalls(t)
 	var w writes
-	r := NewPerfettoProto(&w, testOptions)
+	r := render.NewPerfettoProto(&w, testOptions)
 	var file []byte
 	var cuts []*rendertest.PerfettoTrace
 	for i := range calls {
@@ -216,7 +219,7 @@ func TestPerfettoProtoCut(t *testing.T) {
 // TestPerfettoProtoSize checks that a long trace is much smaller as
 // Perfetto protobuf than as Chrome JSON.
 func TestPerfettoProtoSize(t *testing.T) {
-	var calls []Call
+	var calls []render.Call
 	for round := range uint64(100) {
 		for _, c := range testCalls(t) {
 			c.TS += round * 1e9
@@ -224,17 +227,17 @@ func TestPerfettoProtoSize(t *testing.T) {
 		}
 	}
 	var pbOut, jsonOut bytes.Buffer
-	render(t, NewPerfettoProto(&pbOut, testOptions), calls)
-	render(t, NewChromeJSON(&jsonOut), calls)
-	t.Logf("%d calls: Perfetto protobuf %d bytes, Chrome JSON %d bytes (%.0f%%)", len(calls), pbOut.Len(), jsonOut.Len(), 100*float64(pbOut.Len())/float64(jsonOut.Len()))
+	renderAll(t, render.NewPerfettoProto(&pbOut, testOptions), calls)
+	renderAll(t, render.NewChromeJSON(&jsonOut), calls)
+	t.Logf("%d calls: Perfetto protobuf %d bytes, Chrome render.JSON %d bytes (%.0f%%)", len(calls), pbOut.Len(), jsonOut.Len(), 100*float64(pbOut.Len())/float64(jsonOut.Len()))
 	if pbOut.Len() > jsonOut.Len()/2 {
-		t.Errorf("Perfetto protobuf %d bytes, over half of Chrome JSON's %d", pbOut.Len(), jsonOut.Len())
+		t.Errorf("Perfetto protobuf %d bytes, over half of Chrome render.JSON's %d", pbOut.Len(), jsonOut.Len())
 	}
 }
 
 func TestPerfettoProtoEmpty(t *testing.T) {
 	var out bytes.Buffer
-	if err := NewPerfettoProto(&out, testOptions).Close(); err != nil {
+	if err := render.NewPerfettoProto(&out, testOptions).Close(); err != nil {
 		t.Fatal(err)
 	}
 	trace, err := rendertest.DecodePerfetto(out.Bytes())
@@ -248,12 +251,10 @@ func TestPerfettoProtoEmpty(t *testing.T) {
 func TestPerfettoProtoInternLimit(t *testing.T) {
 	calls := valueKindCalls()
 	var pbOut, jsonOut bytes.Buffer
-	r := NewPerfettoProto(&pbOut, testOptions)
-	for i := range maxInternedStrings {
-		r.strs.iids[fmt.Sprint("filler", i)] = uint64(i + 1) // never referred to
-	}
-	render(t, r, calls)
-	render(t, NewChromeJSON(&jsonOut), calls)
+	r := render.NewPerfettoProto(&pbOut, testOptions)
+	render.FillInternedStrings(r)
+	renderAll(t, r, calls)
+	renderAll(t, render.NewChromeJSON(&jsonOut), calls)
 	trace, err := rendertest.DecodePerfetto(pbOut.Bytes())
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +262,7 @@ func TestPerfettoProtoInternLimit(t *testing.T) {
 	for _, err := range comparePerfetto(trace.Events, jsonOut.Bytes()) {
 		t.Error(err)
 	}
-	if _, ok := r.strs.iids["tcp_prot+0x10"]; ok {
+	if render.Interned(r, "tcp_prot+0x10") {
 		t.Error("the symbol was interned past the limit")
 	}
 }

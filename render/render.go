@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/trawl-dev/trawl/internal/decode"
 )
 
 // Call is one traced call after entry/exit pairing and decoding.
@@ -32,10 +30,10 @@ type Call struct {
 	Func     string
 	Module   string // "" for vmlinux
 	// Args are the decoded arguments, Name set to the parameter name.
-	Args []decode.Value
+	Args []Value
 	// Ret is the decoded return value; KindNone for void functions and
 	// calls whose exit was not seen.
-	Ret decode.Value
+	Ret Value
 	// Depth is the number of traced calls in progress on the same task
 	// when this one started: 0 for the outermost. The Tree renderer needs it.
 	Depth int
