@@ -14,7 +14,6 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/trawl-dev/trawl"
-	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/selector"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
@@ -41,7 +40,7 @@ func TestFentryTooMany(t *testing.T) {
 		s.Close()
 		t.Fatal("fentry on every function was not refused")
 	}
-	if !errors.Is(err, backend.ErrNotEnoughMemory) {
+	if !errors.Is(err, trawl.ErrNotEnoughMemory) {
 		t.Fatalf("fentry on every function: %v, want ErrNotEnoughMemory", err)
 	}
 	t.Log(err)

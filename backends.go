@@ -3,28 +3,26 @@
 package trawl
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"github.com/trawl-dev/trawl/internal/selector"
+	"github.com/trawl-dev/trawl/internal/session"
 )
 
-// backendNeeds is the kernel feature each backend needs, as probed by
-// internal/kernel/features.
-var backendNeeds = map[string]func() error{
-	BackendFentry:        features.FuncArgHelpers,
-	BackendKprobeMulti:   features.KprobeMulti,
-	BackendKprobeSession: features.KprobeSession,
-	BackendFsession:      features.Fsession,
-	BackendTracingMulti:  features.TracingMulti,
-}
+// Backend names.
+const (
+	BackendAuto          = "auto"
+	BackendFentry        = "fentry"
+	BackendKprobeMulti   = "kprobe-multi"
+	BackendKprobeSession = "kprobe-session"
+	BackendFsession      = "fsession"
+	BackendTracingMulti  = "tracing-multi"
+)
 
-// autoTrampolineMax is the largest selection auto attaches with one
-// trampoline program per function (fsession or fentry) when the kernel
-// has a kprobe link for all of them at once; see ChooseBackend.
-const autoTrampolineMax = 20
+// Backends lists the backend names Config.Backend takes, auto first.
+var Backends = backendNames()
+
+func backendNames() []string { return session.Names() }
 
 // ChooseBackend returns the backend Open would use for cfg on the running
 // kernel, and why. For BackendAuto it weighs attach cost, which grows with
@@ -42,61 +40,41 @@ const autoTrampolineMax = 20
 //     kprobe.multi (5.18). Attaching stays about constant in N, while
 //     per-function trampoline loads grow linearly.
 //   - Without either, fsession or fentry, for as many functions as half
-//     the available memory holds (backend.ErrNotEnoughMemory).
+//     the available memory holds (ErrNotEnoughMemory).
 //
 // fsession and tracing-multi are passed over when the selection has
 // functions in modules, which they cannot attach.
 func ChooseBackend(cfg Config) (name, why string, err error) {
-	cat, err := kernel.Live()
+	cat, release, err := kernel.Hold()
 	if err != nil {
 		return "", "", err
 	}
+	defer release()
 	sel, err := selector.Select(cat, cfg.Patterns)
 	if err != nil {
 		return "", "", err
 	}
-	return chooseBackend(cfg.Backend, sel)
+	b, why, err := session.Choose(cfg.Backend, sel, session.LiveProbe)
+	if err != nil {
+		return "", "", err
+	}
+	return b.Name, why, nil
 }
 
-func chooseBackend(name string, sel *selector.Selection) (string, string, error) {
-	switch name {
-	case BackendAuto, "":
-		name, why := autoBackend(sel)
-		return name, why, nil
-	}
-	need, ok := backendNeeds[name]
-	if !ok {
-		return "", "", fmt.Errorf("unknown backend %q (want %s)", name, strings.Join(Backends, ", "))
-	}
-	if err := need(); err != nil {
-		return "", "", fmt.Errorf("%s backend: %w", name, err)
-	}
-	return name, "chosen by the caller", nil
-}
+// Features is what the running kernel offers for tracing, one probe a
+// feature.
+type Features struct{ report features.Report }
 
-func autoBackend(sel *selector.Selection) (string, string) {
-	n := len(sel.Selected)
-	modules := 0
-	for _, fn := range sel.Selected {
-		if fn.Module != "" {
-			modules++
-		}
-	}
-	has := func(b string) bool { return backendNeeds[b]() == nil }
-	vmlinuxOnly := modules == 0
-	switch {
-	case vmlinuxOnly && has(BackendTracingMulti):
-		return BackendTracingMulti, fmt.Sprintf("one program and one tracing_multi link for all %d functions, trampoline cost per call", n)
-	case n <= autoTrampolineMax && vmlinuxOnly && has(BackendFsession):
-		return BackendFsession, fmt.Sprintf("%d functions (at most %d): one fsession trampoline program each", n, autoTrampolineMax)
-	case n <= autoTrampolineMax:
-		return BackendFentry, fmt.Sprintf("%d functions (at most %d): one fentry and one fexit program each", n, autoTrampolineMax)
-	case has(BackendKprobeSession):
-		return BackendKprobeSession, fmt.Sprintf("%d functions (more than %d): one kprobe.session program and link for all", n, autoTrampolineMax)
-	case has(BackendKprobeMulti):
-		return BackendKprobeMulti, fmt.Sprintf("%d functions (more than %d): one kprobe.multi and one kretprobe.multi link for all", n, autoTrampolineMax)
-	case vmlinuxOnly && has(BackendFsession):
-		return BackendFsession, fmt.Sprintf("%d functions: no kprobe.multi on this kernel, so one fsession program each", n)
-	}
-	return BackendFentry, fmt.Sprintf("%d functions: no kprobe.multi on this kernel, so one fentry and one fexit program each", n)
-}
+// ProbeFeatures probes the running kernel for each attach mechanism.
+func ProbeFeatures() Features { return Features{features.Probe()} }
+
+// String lists the features one a line: name, yes or no, and why not.
+func (f Features) String() string { return f.report.String() }
+
+// Markdown returns the features as a row of a Markdown table for the
+// kernel named kernel, below FeaturesMarkdownHeader.
+func (f Features) Markdown(kernel string) string { return f.report.Markdown(kernel) }
+
+// FeaturesMarkdownHeader returns the header of the Markdown table whose
+// rows Features.Markdown returns.
+func FeaturesMarkdownHeader() string { return features.MarkdownHeader() }

@@ -3,11 +3,14 @@
 // Package trawl attaches one generic BPF tracing program to many kernel
 // functions at once, captures each call's arguments and return value in an
 // architecture-neutral way, decodes them with the kernel's BTF and streams
-// or aggregates the events.
+// the calls.
 //
-// The pipeline lives in internal packages: kernel (BTF, traceable functions,
-// kallsyms, feature probes), selector (the pattern language), plan (capture
-// plans and per-arch ABI models), bpf (the BPF C sources and their compiled
-// objects), backend (attach mechanisms), event (ring buffer, pairing),
-// decode and render (output). vmtest is the QEMU test bed.
+// Open selects functions by pattern and starts tracing them; Session.Read
+// returns the calls one at a time, as Call values whose arguments are
+// Values of a Kind; package render writes calls as text, call trees, JSON
+// lines, Perfetto traces or latency statistics. List shows what patterns
+// select without tracing, ProbeFeatures what the running kernel offers
+// and ChooseBackend which attach mechanism Open would use.
+//
+// Tracing needs root, or CAP_BPF and CAP_PERFMON (ErrNoPrivileges).
 package trawl

@@ -85,7 +85,7 @@ func livePrivilegeFacts() privilegeFacts {
 	if unix.Capget(&hdr, &data[0]) == nil {
 		f.caps = uint64(data[1].Effective)<<32 | uint64(data[0].Effective)
 	}
-	f.version, _ = kernelVersion()
+	f.version, _ = plan.HostKernel()
 	f.lockdown = readTrimmed("/sys/kernel/security/lockdown")
 	f.lsm = readTrimmed("/sys/kernel/security/lsm")
 	for line := range strings.Lines(readTrimmed("/proc/self/status")) {

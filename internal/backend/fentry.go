@@ -17,6 +17,8 @@ import (
 
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/kernel/features"
+	"github.com/trawl-dev/trawl/internal/plan"
 )
 
 // fentryParallel is how many functions load at once. Attaching a
@@ -24,18 +26,25 @@ import (
 // than it uses a CPU, so many loads overlap well even on two cores.
 const fentryParallel = 32
 
-// AttachFentry loads one fentry and one fexit program per target, each a
-// copy of the capture program sharing maps, in parallel. Needs 5.17
+// Fentry loads one fentry and one fexit program per target, each a copy
+// of the capture program sharing maps, in parallel. Needs 5.17
 // (bpf_get_func_arg) and 6.0 (cookies on trampoline links).
 //
 // All loads share one decoded kernel BTF: without it cilium/ebpf decodes
 // vmlinux BTF again for every program to find its attach target, which
 // took four fifths of each load in the test bed guests (about 0.4 s under
 // emulation; docs/benchmarks.md, "fentry attach").
-func AttachFentry(ctx context.Context, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, targets []Target, progress Progress) (*Attachment, error) {
+var Fentry = register(&Backend{
+	Name:   "fentry",
+	Needs:  features.FuncArgHelpers,
+	Family: plan.Trampoline,
+	Attach: attachFentry,
+})
+
+func attachFentry(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
 	ld := &fentryLoader{cache: btf.NewCache()}
 	return attachEach(ctx, targets, fentryCost, progress, func(a *Attachment, t Target) error {
-		return attachFentryOne(a, spec, maps, ld, t)
+		return attachFentryOne(a, c.Spec, c.Collection.Maps, ld, t)
 	})
 }
 

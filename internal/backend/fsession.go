@@ -6,21 +6,30 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"github.com/trawl-dev/trawl/internal/kernel/rawbpf"
+	"github.com/trawl-dev/trawl/internal/plan"
 )
 
-// AttachFsession loads one fsession program per target (7.0), a copy of
-// the capture program sharing maps with the target's capture count
-// spliced in, in parallel as AttachFentry does. One program runs at entry
+// Fsession loads one fsession program per target (7.0), a copy of the
+// capture program sharing maps with the target's capture count spliced
+// in, in parallel as Fentry does. One program runs at entry
 // and exit of each call, so it costs one load and one trampoline link per
 // function where fentry costs two. The programs go through rawbpf, so
 // functions in modules are skipped.
-func AttachFsession(ctx context.Context, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, targets []Target, progress Progress) (*Attachment, error) {
-	insns, err := rawInstructions(spec.Programs[bpf.CaptureProgFsessionCapture], maps)
+var Fsession = register(&Backend{
+	Name:        "fsession",
+	Needs:       features.Fsession,
+	Family:      plan.Trampoline,
+	VmlinuxOnly: true,
+	Attach:      attachFsession,
+})
+
+func attachFsession(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
+	insns, err := rawInstructions(c.Spec.Programs[bpf.CaptureProgFsessionCapture], c.Collection.Maps)
 	if err != nil {
 		return nil, fmt.Errorf("fsession: %w", err)
 	}

@@ -10,7 +10,17 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/kernel/features"
+	"github.com/trawl-dev/trawl/internal/plan"
 )
+
+// configureAddresses fills the address table the kprobe programs find
+// their function by.
+func configureAddresses(spec *ebpf.CollectionSpec, targets []Target) error {
+	return NewAddressTable(targets).Configure(spec)
+}
 
 // maxBatch is the kernel's cap on addresses in one kprobe.multi link
 // (MAX_KPROBE_MULTI_CNT).
@@ -21,7 +31,17 @@ const maxBatch = 1 << 20
 // index. A batch that fails is halved until the failing addresses are
 // found and skipped; ENOMEM, seen on 6.7-6.11 for large batches, also
 // halves it.
-func KprobeMulti(ctx context.Context, entry, exit *ebpf.Program, targets []Target, progress Progress) (*Attachment, error) {
+var KprobeMulti = register(&Backend{
+	Name:    "kprobe-multi",
+	Needs:   features.KprobeMulti,
+	Family:  plan.Kprobe,
+	Keeps:   []string{bpf.CaptureProgKprobeCapture, bpf.CaptureProgKretprobeCapture},
+	Prepare: configureAddresses,
+	Attach:  attachKprobeMulti,
+})
+
+func attachKprobeMulti(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
+	entry, exit := c.Collection.Programs[bpf.CaptureProgKprobeCapture], c.Collection.Programs[bpf.CaptureProgKretprobeCapture]
 	a := newAttachment(len(targets), progress)
 	a.programs = []program{{name: "kprobe_capture", prog: entry}, {name: "kretprobe_capture", prog: exit}}
 	return attachByAddress(ctx, a, "kprobe.multi", targets, func(opts link.KprobeMultiOptions) ([]link.Link, error) {
@@ -39,12 +59,26 @@ func KprobeMulti(ctx context.Context, entry, exit *ebpf.Program, targets []Targe
 	})
 }
 
-// KprobeSession attaches prog, a kprobe.session program, to every address
-// of the targets with kprobe.session links (6.10), cookie = plan index,
-// batches halved on failure as in KprobeMulti. One program runs at entry
-// and exit of each call; the kernel runs the exit only when the entry
-// returned 0.
-func KprobeSession(ctx context.Context, prog *ebpf.Program, targets []Target, progress Progress) (*Attachment, error) {
+// KprobeSession attaches a kprobe.session program to every address of the
+// targets with kprobe.session links (6.10), cookie = plan index, batches
+// halved on failure as in KprobeMulti. One program runs at entry and exit
+// of each call; the kernel runs the exit only when the entry returned 0.
+var KprobeSession = register(&Backend{
+	Name:   "kprobe-session",
+	Needs:  features.KprobeSession,
+	Family: plan.Kprobe,
+	Keeps:  []string{bpf.CaptureProgKprobeSessionCapture},
+	Prepare: func(spec *ebpf.CollectionSpec, targets []Target) error {
+		if err := ResolveKfuncs(spec.Programs[bpf.CaptureProgKprobeSessionCapture].Instructions); err != nil {
+			return fmt.Errorf("kprobe-session backend: %w", err)
+		}
+		return configureAddresses(spec, targets)
+	},
+	Attach: attachKprobeSession,
+})
+
+func attachKprobeSession(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
+	prog := c.Collection.Programs[bpf.CaptureProgKprobeSessionCapture]
 	a := newAttachment(len(targets), progress)
 	a.programs = []program{{name: "kprobe_session_capture", prog: prog}}
 	return attachByAddress(ctx, a, "kprobe.session", targets, func(opts link.KprobeMultiOptions) ([]link.Link, error) {

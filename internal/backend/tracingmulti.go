@@ -6,12 +6,13 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"github.com/trawl-dev/trawl/internal/kernel/rawbpf"
+	"github.com/trawl-dev/trawl/internal/plan"
 )
 
 // TracingMulti loads the capture program once as fsession.multi and
@@ -20,7 +21,15 @@ import (
 // all or none: a link that fails is halved until the failing functions
 // are found and skipped. Functions in modules are skipped (the link takes
 // vmlinux BTF ids).
-func TracingMulti(ctx context.Context, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, targets []Target, progress Progress) (*Attachment, error) {
+var TracingMulti = register(&Backend{
+	Name:        "tracing-multi",
+	Needs:       features.TracingMulti,
+	Family:      plan.Trampoline,
+	VmlinuxOnly: true,
+	Attach:      attachTracingMulti,
+})
+
+func attachTracingMulti(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
 	a := newAttachment(len(targets), progress)
 	var ids []btf.TypeID
 	var cookies []uint64
@@ -38,7 +47,7 @@ func TracingMulti(ctx context.Context, spec *ebpf.CollectionSpec, maps map[strin
 	if len(ids) == 0 {
 		return a, nil
 	}
-	insns, err := rawInstructions(spec.Programs[bpf.CaptureProgFsessionCapture], maps)
+	insns, err := rawInstructions(c.Spec.Programs[bpf.CaptureProgFsessionCapture], c.Collection.Maps)
 	if err != nil {
 		return nil, fmt.Errorf("tracing_multi: %w", err)
 	}

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path"
 	"strings"
 	"sync"
@@ -138,11 +137,12 @@ func (c *Catalogue) Source() Source { return c.source }
 // (tracefs unreadable, addresses hidden), "" when all is well.
 func (c *Catalogue) Notice() string { return c.notice }
 
-var live = sync.OnceValues(func() (*Catalogue, error) { return Load(os.DirFS("/")) })
-
-// Live returns the catalogue of the running kernel, loaded on first use
-// and shared afterwards.
-func Live() (*Catalogue, error) { return live() }
+// Live returns the catalogue of the running kernel, held for good (see
+// Hold).
+func Live() (*Catalogue, error) {
+	cat, _, err := Hold()
+	return cat, err
+}
 
 // Load builds a catalogue from the kernel files under fsys, a file system
 // laid out like / (sys/kernel/btf/vmlinux, proc/kallsyms,

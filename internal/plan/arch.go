@@ -5,6 +5,10 @@ package plan
 import (
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Arch is a CPU architecture with its own calling convention.
@@ -88,3 +92,22 @@ func (l Loc) String() string {
 
 // alignUp rounds n up to a multiple of a.
 func alignUp(n, a int) int { return (n + a - 1) / a * a }
+
+// HostKernel reads the running kernel's major and minor version.
+func HostKernel() (KernelVersion, error) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return KernelVersion{}, err
+	}
+	release := unix.ByteSliceToString(u.Release[:])
+	parts := strings.SplitN(release, ".", 3)
+	if len(parts) < 2 {
+		return KernelVersion{}, fmt.Errorf("cannot parse kernel release %q", release)
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return KernelVersion{}, fmt.Errorf("cannot parse kernel release %q", release)
+	}
+	return KernelVersion{Major: major, Minor: minor}, nil
+}

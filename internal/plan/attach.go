@@ -7,27 +7,28 @@ import (
 	"fmt"
 )
 
-// Backend is a way to attach to kernel functions.
-type Backend uint8
+// Family is how the backends of a kind attach and read arguments, which
+// decides what functions they can attach.
+type Family uint8
 
-// Backends, by the mechanism that decides what a function can be.
+// The argument families.
 const (
-	// Fentry covers every trampoline attach: fentry/fexit, fsession and
-	// the tracing_multi link. Arguments are read from context slots.
-	Fentry Backend = iota
+	// Trampoline covers every trampoline attach: fentry/fexit, fsession
+	// and the tracing_multi link. Arguments are read from context slots.
+	Trampoline Family = iota
 	// Kprobe covers kprobe.multi, kretprobe.multi and kprobe.session.
 	// Arguments are read from registers and the stack.
 	Kprobe
 )
 
-func (b Backend) String() string {
-	switch b {
-	case Fentry:
-		return "fentry"
+func (f Family) String() string {
+	switch f {
+	case Trampoline:
+		return "trampoline"
 	case Kprobe:
 		return "kprobe"
 	}
-	return fmt.Sprintf("Backend(%d)", uint8(b))
+	return fmt.Sprintf("Family(%d)", uint8(f))
 }
 
 // KernelVersion is a kernel release, major and minor.
@@ -56,25 +57,25 @@ var (
 // in kernel/bpf/btf.c rejects functions with more parameters.
 const maxFuncArgs = 12
 
-// Attachable reports why the function cannot be attached with backend b on
-// arch a running kernel v, or nil when it can.
-func (p *Plan) Attachable(b Backend, a Arch, v KernelVersion) error {
+// Attachable reports why the function cannot be attached by the backends
+// of family f on arch a running kernel v, or nil when it can.
+func (p *Plan) Attachable(f Family, a Arch, v KernelVersion) error {
 	if !p.Func.Traceable {
 		return fmt.Errorf("%w: %s", ErrNotTraceable, p.Func.Reason)
 	}
-	switch b {
-	case Fentry:
-		return p.fentryAttachable(a, v)
+	switch f {
+	case Trampoline:
+		return p.trampolineAttachable(a, v)
 	case Kprobe:
 		return p.kprobeAttachable()
 	}
-	return fmt.Errorf("unknown backend %s", b)
+	return fmt.Errorf("unknown argument family %s", f)
 }
 
-// fentryAttachable follows btf_distill_func_proto (kernel/bpf/btf.c) and
+// trampolineAttachable follows btf_distill_func_proto (kernel/bpf/btf.c) and
 // the arch trampoline generators (arch/x86/net/bpf_jit_comp.c,
 // arch/arm64/net/bpf_jit_comp.c).
-func (p *Plan) fentryAttachable(a Arch, v KernelVersion) error {
+func (p *Plan) trampolineAttachable(a Arch, v KernelVersion) error {
 	if p.Func.Proto == nil {
 		return fmt.Errorf("%w: trampolines attach by BTF ID (%s)", ErrNoPrototype, p.Func.ProtoNote)
 	}

@@ -35,17 +35,17 @@ func TestArm64Fixture(t *testing.T) {
 	}
 
 	p = plan("migrate_pages_batch")
-	if err := p.Attachable(Fentry, ARM64, KernelVersion{6, 12}); !errors.Is(err, ErrTooManyArgs) {
+	if err := p.Attachable(Trampoline, ARM64, KernelVersion{6, 12}); !errors.Is(err, ErrTooManyArgs) {
 		t.Errorf("10 slots on arm64 6.12: %v", err)
 	}
-	if err := p.Attachable(Fentry, ARM64, KernelVersion{7, 3}); err != nil {
+	if err := p.Attachable(Trampoline, ARM64, KernelVersion{7, 3}); err != nil {
 		t.Errorf("10 slots on arm64 7.3: %v", err)
 	}
 	if got := p.Args[8].Kprobe[ARM64]; got != stack(0) {
 		t.Errorf("9th argument on arm64 at %s, want sp+0", got)
 	}
 
-	if err := plan("ip_finish_output2").Attachable(Fentry, ARM64, KernelVersion{7, 3}); !errors.Is(err, ErrSeveralAddresses) {
+	if err := plan("ip_finish_output2").Attachable(Trampoline, ARM64, KernelVersion{7, 3}); !errors.Is(err, ErrSeveralAddresses) {
 		t.Errorf("duplicate name: %v", err)
 	}
 	if err := plan("tcp_v4_rcv").Attachable(Kprobe, ARM64, KernelVersion{7, 3}); !errors.Is(err, ErrNotTraceable) {

@@ -42,7 +42,7 @@ func TestLivePlans(t *testing.T) {
 	plans := planAll(t, c)
 	fentry := 0
 	for _, p := range plans {
-		if p.Attachable(Fentry, AMD64, KernelVersion{6, 18}) == nil {
+		if p.Attachable(Trampoline, AMD64, KernelVersion{6, 18}) == nil {
 			fentry++
 		}
 	}

@@ -148,28 +148,28 @@ func TestAttachable(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		fn   *kernel.Function
-		b    Backend
+		b    Family
 		a    Arch
 		v    KernelVersion
 		want error
 	}{
-		{"7 slots x86 6.1", seven, Fentry, AMD64, v61, ErrTooManyArgs},
-		{"7 slots x86 6.6", seven, Fentry, AMD64, v66, nil},
-		{"7 slots arm64 6.12", seven, Fentry, ARM64, v612, nil},
-		{"9 slots arm64 6.12", nine, Fentry, ARM64, v612, ErrTooManyArgs},
-		{"9 slots arm64 6.16", nine, Fentry, ARM64, v616, nil},
-		{"13 args", thirteen, Fentry, AMD64, v616, ErrTooManyArgs},
+		{"7 slots x86 6.1", seven, Trampoline, AMD64, v61, ErrTooManyArgs},
+		{"7 slots x86 6.6", seven, Trampoline, AMD64, v66, nil},
+		{"7 slots arm64 6.12", seven, Trampoline, ARM64, v612, nil},
+		{"9 slots arm64 6.12", nine, Trampoline, ARM64, v612, ErrTooManyArgs},
+		{"9 slots arm64 6.16", nine, Trampoline, ARM64, v616, nil},
+		{"13 args", thirteen, Trampoline, AMD64, v616, ErrTooManyArgs},
 		{"13 args kprobe", thirteen, Kprobe, AMD64, v616, nil},
-		{"varargs", function(long, cchar, nil), Fentry, AMD64, v612, ErrVariadic},
+		{"varargs", function(long, cchar, nil), Trampoline, AMD64, v612, ErrVariadic},
 		{"varargs kprobe", function(long, cchar, nil), Kprobe, AMD64, v612, nil},
-		{"large struct", function(long, large), Fentry, AMD64, v612, ErrUnsupportedType},
-		{"struct 6.0", function(long, small), Fentry, AMD64, KernelVersion{6, 0}, ErrUnsupportedType},
-		{"struct 6.1", function(long, small), Fentry, AMD64, v61, nil},
-		{"struct arm64 6.12", function(long, small), Fentry, ARM64, v612, ErrUnsupportedType},
-		{"struct return", function(small, long), Fentry, AMD64, v612, ErrUnsupportedType},
-		{"no prototype", raw, Fentry, AMD64, v612, ErrNoPrototype},
+		{"large struct", function(long, large), Trampoline, AMD64, v612, ErrUnsupportedType},
+		{"struct 6.0", function(long, small), Trampoline, AMD64, KernelVersion{6, 0}, ErrUnsupportedType},
+		{"struct 6.1", function(long, small), Trampoline, AMD64, v61, nil},
+		{"struct arm64 6.12", function(long, small), Trampoline, ARM64, v612, ErrUnsupportedType},
+		{"struct return", function(small, long), Trampoline, AMD64, v612, ErrUnsupportedType},
+		{"no prototype", raw, Trampoline, AMD64, v612, ErrNoPrototype},
 		{"no prototype kprobe", raw, Kprobe, AMD64, v612, nil},
-		{"duplicate name", dup, Fentry, AMD64, v612, ErrSeveralAddresses},
+		{"duplicate name", dup, Trampoline, AMD64, v612, ErrSeveralAddresses},
 		{"duplicate name kprobe", dup, Kprobe, AMD64, v612, nil},
 		{"duplicate hidden kprobe", hidden, Kprobe, AMD64, v612, ErrNoAddress},
 		{"untraceable", untraceable, Kprobe, ARM64, v612, ErrNotTraceable},

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package backend
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/trawl-dev/trawl/internal/plan"
+)
+
+// Backend is one way to attach the capture program. Each backend's file
+// declares its entry with register, so adding a backend touches one file.
+type Backend struct {
+	// Name is the name users choose the backend by.
+	Name string
+	// Needs probes the kernel feature the backend needs (see
+	// internal/kernel/features): nil when the running kernel has it.
+	Needs func() error
+	// Family says how the backend's programs read arguments, and so which
+	// functions it can attach (see plan.Attachable).
+	Family plan.Family
+	// VmlinuxOnly is set when the backend cannot attach functions in
+	// modules: auto passes it over for selections that have some.
+	VmlinuxOnly bool
+	// Keeps names the capture programs loaded with the maps, before
+	// Attach; Attach loads its own copies of the others, or none.
+	Keeps []string
+	// Prepare, if set, readies the collection spec for the targets before
+	// it is loaded.
+	Prepare func(spec *ebpf.CollectionSpec, targets []Target) error
+	// Attach attaches the capture program to the targets, telling
+	// progress, if not nil, how it goes. On error the attachment, if not
+	// nil, holds what was attached, for the caller to report and close.
+	Attach func(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error)
+}
+
+// Capture is the capture program as a backend attaches it: its spec, from
+// which backends loading programs per function copy theirs, and the
+// collection holding the maps and the programs the backend keeps.
+type Capture struct {
+	Spec       *ebpf.CollectionSpec
+	Collection *ebpf.Collection
+}
+
+// all holds the backends, in the order their files register them.
+var all []*Backend
+
+func register(b *Backend) *Backend {
+	all = append(all, b)
+	return b
+}
+
+// All returns the backends, by name.
+func All() []*Backend {
+	return slices.SortedFunc(slices.Values(all), func(a, b *Backend) int { return cmp.Compare(a.Name, b.Name) })
+}
+
+// Find returns the backend of that name, or nil.
+func Find(name string) *Backend {
+	for _, b := range all {
+		if b.Name == name {
+			return b
+		}
+	}
+	return nil
+}

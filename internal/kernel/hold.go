@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package kernel
+
+import (
+	"os"
+	"strings"
+	"sync"
+)
+
+// holder shares a catalogue among those holding it.
+type holder struct {
+	mu sync.Mutex
+	// load reads the catalogue, modules lists the kernel's modules.
+	load    func() (*Catalogue, error)
+	modules func() string
+	// cur is the catalogue handed out, nil when nobody holds it.
+	cur *held
+}
+
+// held is one catalogue read, the modules it was read with and how many
+// hold it.
+type held struct {
+	cat     *Catalogue
+	modules string
+	holders int
+}
+
+// live holds the running kernel's catalogue.
+var live = &holder{load: func() (*Catalogue, error) { return Load(os.DirFS("/")) }, modules: loadedModules}
+
+// Hold returns the catalogue of the running kernel and the function that
+// releases it. Those holding it at once share one catalogue, read again
+// when the kernel's modules changed since it was read (so modules loaded
+// later are seen), and dropped when the last holder releases it.
+func Hold() (*Catalogue, func(), error) { return live.hold() }
+
+func (h *holder) hold() (*Catalogue, func(), error) {
+	mods := h.modules()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cur == nil || h.cur.modules != mods {
+		cat, err := h.load()
+		if err != nil {
+			return nil, nil, err
+		}
+		h.cur = &held{cat: cat, modules: mods}
+	}
+	cur := h.cur
+	cur.holders++
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if cur.holders--; cur.holders == 0 && h.cur == cur {
+				h.cur = nil
+			}
+		})
+	}
+	return cur.cat, release, nil
+}
+
+// loadedModules lists the kernel's modules by name and size, one a line;
+// "" when /proc/modules cannot be read (a kernel without modules).
+func loadedModules() string {
+	b, err := os.ReadFile("/proc/modules")
+	if err != nil {
+		return ""
+	}
+	var out strings.Builder
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) >= 2 {
+			out.WriteString(f[0] + " " + f[1] + "\n")
+		}
+	}
+	return out.String()
+}

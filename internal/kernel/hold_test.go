@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package kernel
+
+import "testing"
+
+// TestHold checks that holders share a catalogue, that it is read again
+// when the modules change and that the last release drops it.
+func TestHold(t *testing.T) {
+	loads, mods := 0, "a 1\n"
+	h := &holder{
+		load:    func() (*Catalogue, error) { loads++; return &Catalogue{}, nil },
+		modules: func() string { return mods },
+	}
+	first, release1, err := h.hold()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, release2, _ := h.hold()
+	if second != first || loads != 1 {
+		t.Errorf("two holders: %d loads, same catalogue %v", loads, second == first)
+	}
+	mods = "a 1\nb 2\n"
+	third, release3, _ := h.hold()
+	if third == first || loads != 2 {
+		t.Errorf("after a module loaded: %d loads, same catalogue %v", loads, third == first)
+	}
+	release3()
+	if h.cur != nil {
+		t.Error("the newest catalogue is kept after its last holder released it")
+	}
+	release1()
+	release1() // counts once
+	if _, release, _ := h.hold(); loads != 3 {
+		t.Errorf("held again after release: %d loads, want 3", loads)
+	} else {
+		release()
+	}
+	release2()
+	if h.cur != nil {
+		t.Error("a catalogue is kept with no holder")
+	}
+}

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package session
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/trawl-dev/trawl/internal/backend"
+	"github.com/trawl-dev/trawl/internal/selector"
+)
+
+// Auto is the backend name that lets Choose pick (trawl.BackendAuto).
+const Auto = "auto"
+
+// Names lists the backend names Config.Backend takes, Auto first.
+func Names() []string {
+	names := []string{Auto}
+	for _, b := range backend.All() {
+		names = append(names, b.Name)
+	}
+	return names
+}
+
+// autoTrampolineMax is the largest selection auto attaches with one
+// trampoline program per function (fsession or fentry) when the kernel
+// has a kprobe link for all of them at once; see Choose.
+const autoTrampolineMax = 20
+
+// Probe says whether the running kernel has what a backend needs: nil if
+// it has. LiveProbe asks the kernel; tests make up kernels.
+type Probe func(*backend.Backend) error
+
+// LiveProbe probes the running kernel for the backend's feature.
+func LiveProbe(b *backend.Backend) error { return b.Needs() }
+
+// Choose returns the backend named name for the selection, checked with
+// probe, and why. For Auto it weighs attach cost, which grows with the
+// number of functions N, against per-call cost (measured numbers in the
+// README, "Choosing a backend"):
+//
+//   - tracing-multi (7.2, x86-64) when every selected function is in
+//     vmlinux: one verifier run and one link for any N, and trampoline
+//     per-call cost, the lowest there is.
+//   - For N <= 20, one trampoline program per function: fsession (7.0;
+//     one load per function, exact pairing), else fentry/fexit (two
+//     loads). The loads run in parallel and take well under a second.
+//   - For larger N, a kprobe link for all functions at once: kprobe.session
+//     (6.10; one program, no exit run for filtered entries), else
+//     kprobe.multi (5.18). Attaching stays about constant in N, while
+//     per-function trampoline loads grow linearly.
+//   - Without either, fsession or fentry, for as many functions as half
+//     the available memory holds (backend.ErrNotEnoughMemory).
+//
+// Backends that attach vmlinux functions only (fsession, tracing-multi)
+// are passed over when the selection has functions in modules.
+func Choose(name string, sel *selector.Selection, probe Probe) (*backend.Backend, string, error) {
+	if name == Auto || name == "" {
+		b, why := auto(sel, probe)
+		return b, why, nil
+	}
+	b := backend.Find(name)
+	if b == nil {
+		return nil, "", fmt.Errorf("unknown backend %q (want %s)", name, strings.Join(Names(), ", "))
+	}
+	if err := probe(b); err != nil {
+		return nil, "", fmt.Errorf("%s backend: %w", name, err)
+	}
+	return b, "chosen by the caller", nil
+}
+
+func auto(sel *selector.Selection, probe Probe) (*backend.Backend, string) {
+	n := len(sel.Selected)
+	vmlinuxOnly := true
+	for _, fn := range sel.Selected {
+		if fn.Module != "" {
+			vmlinuxOnly = false
+		}
+	}
+	// can reports whether b can attach the selection on this kernel.
+	can := func(b *backend.Backend) bool { return (vmlinuxOnly || !b.VmlinuxOnly) && probe(b) == nil }
+	switch {
+	case can(backend.TracingMulti):
+		return backend.TracingMulti, fmt.Sprintf("one program and one tracing_multi link for all %d functions, trampoline cost per call", n)
+	case n <= autoTrampolineMax && can(backend.Fsession):
+		return backend.Fsession, fmt.Sprintf("%d functions (at most %d): one fsession trampoline program each", n, autoTrampolineMax)
+	case n <= autoTrampolineMax:
+		return backend.Fentry, fmt.Sprintf("%d functions (at most %d): one fentry and one fexit program each", n, autoTrampolineMax)
+	case can(backend.KprobeSession):
+		return backend.KprobeSession, fmt.Sprintf("%d functions (more than %d): one kprobe.session program and link for all", n, autoTrampolineMax)
+	case can(backend.KprobeMulti):
+		return backend.KprobeMulti, fmt.Sprintf("%d functions (more than %d): one kprobe.multi and one kretprobe.multi link for all", n, autoTrampolineMax)
+	case can(backend.Fsession):
+		return backend.Fsession, fmt.Sprintf("%d functions: no kprobe.multi on this kernel, so one fsession program each", n)
+	}
+	return backend.Fentry, fmt.Sprintf("%d functions: no kprobe.multi on this kernel, so one fentry and one fexit program each", n)
+}

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package session
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/trawl-dev/trawl/internal/backend"
+	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/selector"
+)
+
+// kernelWith makes up a kernel that has the named backends' features.
+func kernelWith(names ...string) Probe {
+	return func(b *backend.Backend) error {
+		if slices.Contains(names, b.Name) {
+			return nil
+		}
+		return errors.New("not on this kernel")
+	}
+}
+
+// selection makes up a selection of n vmlinux functions and m module ones.
+func selection(n, m int) *selector.Selection {
+	sel := &selector.Selection{}
+	for i := range n {
+		sel.Selected = append(sel.Selected, &kernel.Function{Name: fmt.Sprint("f", i)})
+	}
+	for i := range m {
+		sel.Selected = append(sel.Selected, &kernel.Function{Name: fmt.Sprint("m", i), Module: "mod"})
+	}
+	return sel
+}
+
+func TestChooseAuto(t *testing.T) {
+	all := []string{"fentry", "kprobe-multi", "kprobe-session", "fsession", "tracing-multi"}
+	for _, c := range []struct {
+		name          string
+		kernel        []string
+		vmlinux, mods int
+		want          string
+	}{
+		{"7.3 x86", all, 5000, 0, "tracing-multi"},
+		{"7.3 x86, modules", all, 5000, 1, "kprobe-session"},
+		{"7.3 x86, few, modules", all, 5, 1, "fentry"},
+		{"7.0", all[:4], 20, 0, "fsession"},
+		{"7.0, more than 20", all[:4], 21, 0, "kprobe-session"},
+		{"6.12", all[:3], 5, 0, "fentry"},
+		{"6.6", all[:2], 100, 0, "kprobe-multi"},
+		{"arm64 6.12", all[:1], 100, 0, "fentry"},
+		{"no kprobe.multi, fsession", []string{"fentry", "fsession"}, 100, 0, "fsession"},
+		{"no kprobe.multi, fsession, modules", []string{"fentry", "fsession"}, 100, 1, "fentry"},
+	} {
+		b, why, err := Choose(Auto, selection(c.vmlinux, c.mods), kernelWith(c.kernel...))
+		if err != nil || b.Name != c.want || why == "" {
+			t.Errorf("%s: %v (%q), %v; want %s", c.name, b.Name, why, err, c.want)
+		}
+	}
+}
+
+func TestChooseByName(t *testing.T) {
+	sel := selection(1, 0)
+	if b, _, err := Choose("kprobe-multi", sel, kernelWith("kprobe-multi")); err != nil || b != backend.KprobeMulti {
+		t.Errorf("kprobe-multi on a kernel with it: %v, %v", b, err)
+	}
+	if _, _, err := Choose("fsession", sel, kernelWith("fentry")); err == nil {
+		t.Error("fsession on a kernel without it: no error")
+	}
+	if _, _, err := Choose("uprobe", sel, kernelWith("fentry")); err == nil {
+		t.Error("an unknown backend: no error")
+	}
+}
+
+// TestRegistry checks every backend is complete and Names lists each once.
+func TestRegistry(t *testing.T) {
+	names := Names()
+	if names[0] != Auto || len(names) != len(backend.All())+1 {
+		t.Errorf("Names() = %v", names)
+	}
+	for _, b := range backend.All() {
+		if b.Name == "" || b.Needs == nil || b.Attach == nil {
+			t.Errorf("backend %q lacks a name, a probe or Attach", b.Name)
+		}
+		if backend.Find(b.Name) != b {
+			t.Errorf("Find(%q) finds another backend", b.Name)
+		}
+	}
+}

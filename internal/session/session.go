@@ -1,0 +1,477 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package session runs a trace: it selects the functions, plans their
+// capture, loads the capture program, attaches it with a backend and arms
+// it, then reads the calls it sends. The root package trawl is its public
+// face.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/trawl-dev/trawl/internal/backend"
+	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/decode"
+	"github.com/trawl-dev/trawl/internal/event"
+	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/plan"
+	"github.com/trawl-dev/trawl/internal/selector"
+	"github.com/trawl-dev/trawl/internal/skip"
+	"github.com/trawl-dev/trawl/render"
+)
+
+// Config says what to trace and how; trawl.Config documents each field.
+type Config struct {
+	Patterns             []string
+	Backend              string
+	PIDs                 []int
+	Comm, Cgroup, Filter string
+	MinDuration          time.Duration
+	Errors               bool
+	Budgets              plan.Options
+	Values               decode.Options
+	Progress             backend.Progress
+	DetachProgress       func(done, total int)
+	Notify               func(string)
+	// RingBufferSize is the ring buffer's size in bytes, checked.
+	RingBufferSize int
+}
+
+// errTooManySlots leaves out functions whose arguments take more slots
+// than the capture program reads.
+var errTooManySlots = fmt.Errorf("more than the %d argument slots trawl reads", backend.MaxSlots)
+
+// ErrClosed is returned by Read once the session is closed.
+var ErrClosed = ringbuf.ErrClosed
+
+// Session is a running trace.
+type Session struct {
+	Selection *selector.Selection
+	Backend   *backend.Backend
+	plans     []*plan.Plan
+	targets   []backend.Target
+	flt       *filters
+	capture   backend.Capture
+	attached  *backend.Attachment
+	fork      link.Link
+	reader    *ringbuf.Reader
+	exit      link.Link
+	decoder   *event.Decoder
+	planSkips skip.Reasons
+	detached  func(done, total int)
+	closeOnce sync.Once
+	stopOnce  sync.Once
+	rec       ringbuf.Record
+	// watched is the context Read was last given, and unwatch stops
+	// watching it (see watch).
+	watched context.Context
+	unwatch func() bool
+	// received and discarded count the records read from the ring
+	// buffer: decoded by Read, or dropped unread by Discard.
+	received, discarded uint64
+	// final holds the counters read in Close, after detaching.
+	final *Counts
+}
+
+// Open traces the functions of cat that cfg selects: it selects them,
+// chooses the backend, plans their capture, loads the capture program,
+// attaches it and arms it. When it fails (or is cancelled) after it began
+// to attach, it returns the session with the error: its Counts say what
+// was attached and skipped, and Close detaches it all again.
+func Open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe Probe) (_ *Session, err error) {
+	notify := cfg.Notify
+	if n := cat.Notice(); n != "" {
+		notify(n)
+	}
+	s := &Session{planSkips: skip.Reasons{}, detached: cfg.DetachProgress}
+	if err := s.choose(cat, cfg, probe); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && s.attached == nil {
+			s.Close()
+		}
+	}()
+	if err := s.plan(cat, cfg); err != nil {
+		return nil, err
+	}
+	if err := s.load(cat, cfg); err != nil {
+		return nil, err
+	}
+	if err := s.attach(ctx, cfg.Progress); err != nil {
+		if s.attached != nil {
+			return s, err
+		}
+		return nil, err
+	}
+	if err := s.arm(cfg); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// choose selects the functions and the backend.
+func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe Probe) error {
+	flt, err := newFilters(cfg, cat)
+	if err != nil {
+		return err
+	}
+	s.flt = flt
+	if s.Selection, err = selector.Select(cat, cfg.Patterns); err != nil {
+		return err
+	}
+	s.Backend, _, err = Choose(cfg.Backend, s.Selection, probe)
+	return err
+}
+
+// plan plans the capture of each selected function the backend can
+// attach and the filters keep, and lists the others as skipped.
+func (s *Session) plan(cat *kernel.Catalogue, cfg Config) error {
+	arch, err := plan.HostArch()
+	if err != nil {
+		return err
+	}
+	version, err := plan.HostKernel()
+	if err != nil {
+		return err
+	}
+	sel := s.Selection
+	for _, fn := range sel.Selected {
+		p, err := plan.New(fn, cfg.Budgets)
+		if err == nil {
+			err = p.Attachable(s.Backend.Family, arch, version)
+		}
+		if err == nil && p.NumSlots > backend.MaxSlots {
+			err = fmt.Errorf("%w: %d", errTooManySlots, p.NumSlots)
+		}
+		if err != nil {
+			s.planSkips.Add(skip.Reason(err), fn.Name)
+			continue
+		}
+		body, reason := s.flt.compile(p)
+		if reason != "" {
+			s.planSkips.Add(reason, fn.Name)
+			s.flt.leaveOut(reason, fn.Name)
+			continue
+		}
+		s.targets = append(s.targets, backend.Target{ID: uint32(len(s.plans)), Plan: p, Filter: body})
+		s.plans = append(s.plans, p)
+	}
+	s.flt.notify(cfg.Notify)
+	if len(s.targets) == 0 && len(s.flt.skips) > 0 {
+		return s.flt.noneLeft(len(sel.Selected))
+	}
+	if len(s.targets) == 0 {
+		return fmt.Errorf("none of the %d selected functions can be attached with %s: %s", len(sel.Selected), s.Backend.Name, strings.Join(s.planSkips.Summary(1), "; "))
+	}
+	return nil
+}
+
+// load readies the capture program for the targets, loads the maps and
+// the programs the backend keeps, and stores the targets' capture
+// layouts.
+func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return err
+	}
+	spec, err := bpf.LoadCapture()
+	if err != nil {
+		return err
+	}
+	if err := backend.Relocate(spec, cat.Spec("")); err != nil {
+		return err
+	}
+	if err := configure(spec, cfg, len(s.targets)); err != nil {
+		return err
+	}
+	if err := s.flt.configure(spec, s.targets); err != nil {
+		return err
+	}
+	if prepare := s.Backend.Prepare; prepare != nil {
+		if err := prepare(spec, s.targets); err != nil {
+			return err
+		}
+	}
+	keep := append([]string{bpf.CaptureProgFollowFork, bpf.CaptureProgForgetExit}, s.Backend.Keeps...)
+	trimmed := spec.Copy()
+	for p := range trimmed.Programs {
+		if !slices.Contains(keep, p) {
+			delete(trimmed.Programs, p)
+		}
+	}
+	coll, err := ebpf.NewCollection(trimmed)
+	if err != nil {
+		return fmt.Errorf("load the capture program: %w", err)
+	}
+	s.capture = backend.Capture{Spec: spec, Collection: coll}
+	arch, err := plan.HostArch()
+	if err != nil {
+		return err
+	}
+	layouts := coll.Maps[bpf.CaptureMapPlans]
+	for _, t := range s.targets {
+		w, err := backend.Wire(t.Plan, arch)
+		if err != nil {
+			return err
+		}
+		if err := layouts.Put(t.ID, &w); err != nil {
+			return fmt.Errorf("store the capture layout of %s: %w", t.Plan.Func.Name, err)
+		}
+	}
+	if len(cfg.PIDs) > 0 {
+		if err := s.followPIDs(cfg.PIDs); err != nil {
+			return err
+		}
+	}
+	s.reader, err = ringbuf.NewReader(coll.Maps[bpf.CaptureMapEvents])
+	return err
+}
+
+// attach attaches the capture program with the backend.
+func (s *Session) attach(ctx context.Context, progress backend.Progress) error {
+	var err error
+	s.attached, err = s.Backend.Attach(ctx, s.capture, s.targets, progress)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.attached.Attached == 0 {
+		return fmt.Errorf("no function could be attached: %s", strings.Join(s.attached.Skipped.Summary(1), "; "))
+	}
+	return nil
+}
+
+// arm lets the capture program trace calls and readies their decoding.
+func (s *Session) arm(cfg Config) error {
+	if err := s.capture.Collection.Variables[bpf.CaptureVarArmed].Set(uint32(1)); err != nil {
+		return fmt.Errorf("arm the capture program: %w", err)
+	}
+	sym, err := kernel.LiveSymbolizer()
+	if err != nil {
+		return fmt.Errorf("read kernel symbols: %w", err)
+	}
+	s.decoder = event.NewDecoder(s.plans, cfg.Values, sym)
+	return nil
+}
+
+// configure sets the program's constants and map sizes.
+func configure(spec *ebpf.CollectionSpec, cfg Config, n int) error {
+	spec.Maps[bpf.CaptureMapPlans].MaxEntries = uint32(n)
+	spec.Maps[bpf.CaptureMapEvents].MaxEntries = uint32(cfg.RingBufferSize)
+	var comm [16]byte
+	if len(cfg.Comm) >= len(comm) {
+		return fmt.Errorf("comm %q is longer than the kernel's 15 characters", cfg.Comm)
+	}
+	copy(comm[:], cfg.Comm)
+	set := map[string]any{
+		bpf.CaptureVarFilterPids: uint32(min(len(cfg.PIDs), 1)),
+		bpf.CaptureVarFilterComm: comm,
+	}
+	for name, v := range set {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// followPIDs traces the processes and, through the fork program, their
+// children.
+func (s *Session) followPIDs(pids []int) error {
+	coll := s.capture.Collection
+	m := coll.Maps[bpf.CaptureMapPids]
+	for _, pid := range pids {
+		if err := m.Put(uint32(pid), uint8(1)); err != nil {
+			return err
+		}
+	}
+	var err error
+	s.fork, err = link.AttachTracing(link.TracingOptions{Program: coll.Programs[bpf.CaptureProgFollowFork]})
+	if err != nil {
+		return fmt.Errorf("follow forks: %w", err)
+	}
+	s.exit, err = link.AttachTracing(link.TracingOptions{Program: coll.Programs[bpf.CaptureProgForgetExit]})
+	if err != nil {
+		return fmt.Errorf("follow exits: %w", err)
+	}
+	return nil
+}
+
+// Read blocks until the next call and decodes it into c. It returns
+// ErrClosed once the session is closed, ctx's error once ctx is done, and
+// os.ErrDeadlineExceeded when the deadline set by SetDeadline passes
+// first. A context that is never done costs nothing per call; another
+// costs one check per call, and a watch each time Read is given a new one.
+func (s *Session) Read(ctx context.Context, c *render.Call) error {
+	if ctx.Done() != nil {
+		if err := s.watch(ctx); err != nil {
+			return err
+		}
+	}
+	if err := s.reader.ReadInto(&s.rec); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			return ctxErr
+		}
+		return err
+	}
+	s.received++
+	r, err := event.Parse(s.rec.RawSample)
+	if err != nil {
+		return err
+	}
+	return s.decoder.Call(&r, c)
+}
+
+// watch makes a blocked Read return once ctx is done, by moving the
+// ring buffer deadline to now, and returns ctx's error if it is done.
+func (s *Session) watch(ctx context.Context) error {
+	if ctx != s.watched {
+		if s.unwatch != nil {
+			s.unwatch()
+		}
+		s.watched = ctx
+		s.unwatch = context.AfterFunc(ctx, func() { s.reader.SetDeadline(time.Now()) })
+	}
+	return ctx.Err()
+}
+
+// Stop stops tracing new calls at once, at any call rate: the program
+// ignores entries from now on, while calls in flight still end and are
+// sent. The calls already sent stay readable with Read until Close.
+func (s *Session) Stop() error {
+	var err error
+	s.stopOnce.Do(func() {
+		if err = s.capture.Collection.Variables[bpf.CaptureVarArmed].Set(uint32(0)); err != nil {
+			err = fmt.Errorf("disarm the capture program: %w", err)
+		}
+	})
+	return err
+}
+
+// Discard drops the calls waiting in the ring buffer without decoding
+// them and returns how many it dropped; Counts counts them as Discarded.
+func (s *Session) Discard() (int, error) {
+	n := 0
+	s.reader.SetDeadline(time.Now())
+	defer s.reader.SetDeadline(time.Time{})
+	for {
+		err := s.reader.ReadInto(&s.rec)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringbuf.ErrClosed):
+			return n, nil
+		case err != nil:
+			return n, err
+		}
+		n++
+		s.received++
+		s.discarded++
+	}
+}
+
+// SetDeadline makes Read return os.ErrDeadlineExceeded once t has passed
+// and no call is waiting; the zero time waits forever.
+func (s *Session) SetDeadline(t time.Time) { s.reader.SetDeadline(t) }
+
+// Counts are what the session counted: the capture program's counters
+// and the session's own.
+type Counts struct {
+	// Counters holds the capture program's counters by their capture.h
+	// name (CNT_MISS_EXIT), summed over the CPUs.
+	Counters map[string]uint64
+	// Received and Discarded count the calls read from the ring buffer,
+	// and those of them dropped unread by Discard.
+	Received, Discarded uint64
+	// Attached counts the functions attached, Skipped lists the others.
+	Attached int
+	Skipped  skip.Reasons
+	// RecursionMisses counts, per program, the runs the kernel skipped.
+	RecursionMisses map[string]uint64
+}
+
+// Counts reads the counters. After Close it returns those read once
+// everything was detached.
+func (s *Session) Counts() (Counts, error) {
+	if s.final != nil {
+		return *s.final, nil
+	}
+	c := Counts{Skipped: skip.Reasons{}, Received: s.received, Discarded: s.discarded}
+	c.Skipped.Merge(s.planSkips)
+	if s.attached != nil {
+		c.Attached = s.attached.Attached
+		c.RecursionMisses = s.attached.RecursionMisses()
+		c.Skipped.Merge(s.attached.Skipped)
+	}
+	if s.capture.Collection == nil {
+		return c, nil
+	}
+	var err error
+	if c.Counters, err = readCounters(s.capture.Collection.Maps[bpf.CaptureMapCounters]); err != nil {
+		return c, fmt.Errorf("read counters: %w", err)
+	}
+	return c, nil
+}
+
+// readCounters reads each of the capture program's per-CPU counters in m,
+// named as the program's BTF names them (bpf.Counters).
+func readCounters(m *ebpf.Map) (map[string]uint64, error) {
+	counters, err := bpf.Counters()
+	if err != nil {
+		return nil, err
+	}
+	sums := make(map[string]uint64, len(counters))
+	for _, c := range counters {
+		var perCPU []uint64
+		if err := m.Lookup(c.Key, &perCPU); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Name, err)
+		}
+		for _, v := range perCPU {
+			sums[c.Name] += v
+		}
+	}
+	return sums, nil
+}
+
+// Close detaches everything and frees the programs and maps. Calls that
+// ended after the last Read are counted as Discarded; Counts returns the
+// final counters after Close.
+func (s *Session) Close() error {
+	var errs []error
+	s.closeOnce.Do(func() {
+		if s.unwatch != nil {
+			s.unwatch()
+		}
+		if s.attached != nil {
+			errs = append(errs, s.attached.Close(s.detached))
+		}
+		for _, l := range []link.Link{s.fork, s.exit} {
+			if l != nil {
+				errs = append(errs, l.Close())
+			}
+		}
+		if s.reader != nil {
+			// Nothing runs any more: what is left was never read.
+			_, err := s.Discard()
+			c, countsErr := s.Counts()
+			s.final = &c
+			errs = append(errs, err, countsErr, s.reader.Close())
+		}
+		if s.capture.Collection != nil {
+			s.capture.Collection.Close()
+		}
+	})
+	return errors.Join(errs...)
+}
