@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package trawl_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/render"
+)
+
+// Trace the vfs_read and vfs_write calls of this process, print the first
+// ten and how many were lost. Tracing needs root, or CAP_BPF and
+// CAP_PERFMON.
+func ExampleOpen() {
+	s, err := trawl.Open(context.Background(), trawl.Config{
+		Patterns: []string{"vfs_read", "vfs_write"},
+		PIDs:     []int{os.Getpid()},
+	})
+	if errors.Is(err, trawl.ErrNoPrivileges) {
+		log.Fatalf("run as root: %v", err)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	fmt.Printf("tracing %d functions with %s\n", len(s.Selection().Selected), s.Backend)
+	var c trawl.Call
+	for range 10 {
+		if err := s.Read(&c); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(c.Func, c.Comm, c.Duration)
+	}
+	s.Stop()
+	st, _ := s.Stats()
+	fmt.Printf("%d calls, %d dropped\n", st.Calls, st.Drops)
+}
+
+// Read calls and look at their values by kind: here, the calls that
+// return an error, with the name of the first argument.
+func ExampleSession_Read() {
+	s, err := trawl.Open(context.Background(), trawl.Config{Patterns: []string{"do_sys_openat2"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	var c trawl.Call
+	for {
+		err := s.Read(&c)
+		if errors.Is(err, trawl.ErrClosed) {
+			return
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		if c.Ret.Kind != render.KindErrno {
+			continue
+		}
+		fmt.Printf("%s failed with %s", c.Func, c.Ret.Str)
+		for _, a := range c.Args {
+			switch a.Kind {
+			case render.KindString:
+				fmt.Printf(" %s=%q", a.Name, a.Str)
+			case render.KindInt:
+				fmt.Printf(" %s=%d", a.Name, a.Int())
+			}
+		}
+		fmt.Println()
+	}
+}
+
+// Write calls as JSON lines, one object a call.
+func ExampleSession_Read_json() {
+	s, err := trawl.Open(context.Background(), trawl.Config{Patterns: []string{"tcp_v4_connect"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	r := render.NewJSON(os.Stdout, render.Options{})
+	defer r.Close()
+	var c trawl.Call
+	for s.Read(&c) == nil {
+		if err := r.Call(&c); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+// List the functions a pattern selects, and their prototypes, without
+// tracing them.
+func ExampleList() {
+	sel, err := trawl.List([]string{"tcp_v4_*"}, trawl.ListOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, fn := range sel.Selected {
+		fmt.Println(fn.Prototype)
+	}
+}
