@@ -73,13 +73,13 @@ type Raw struct {
 	Data []byte
 }
 
-// A Decoder decodes values. It caches a decode plan per struct type, so one
+// A Decoder decodes values. It caches a layout per struct type, so one
 // Decoder should live as long as the BTF it decodes; it is not safe for
 // concurrent use.
 type Decoder struct {
-	opts  Options
-	sym   Symbolizer
-	plans map[btf.Type]*plan
+	opts    Options
+	sym     Symbolizer
+	layouts map[btf.Type]*layout
 }
 
 // NewDecoder returns a Decoder. sym may be nil: pointers are then shown as hex.
@@ -96,7 +96,7 @@ func NewDecoder(opts Options, sym Symbolizer) *Decoder {
 	if opts.Fields <= 0 {
 		opts.Fields = DefaultFields
 	}
-	return &Decoder{opts: opts, sym: sym, plans: map[btf.Type]*plan{}}
+	return &Decoder{opts: opts, sym: sym, layouts: map[btf.Type]*layout{}}
 }
 
 // Value decodes a value of type t held in memory as raw. raw may be shorter
@@ -326,14 +326,14 @@ func (d *Decoder) array(a *btf.Array, raw []byte, depth int) render.Value {
 	return v
 }
 
-// composite decodes a struct or union with its plan.
+// composite decodes a struct or union with its layout.
 func (d *Decoder) composite(t btf.Type, raw []byte, depth int) render.Value {
 	v := render.Value{Kind: render.KindStruct}
 	if depth >= d.opts.Depth {
 		v.Flags |= render.Elided
 		return v
 	}
-	p := d.plan(t)
+	p := d.layout(t)
 	switch {
 	case d.opts.Full:
 		d.all(&v, p.all, raw, depth)

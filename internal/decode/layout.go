@@ -9,8 +9,8 @@ import (
 	"github.com/cilium/ebpf/btf"
 )
 
-// plan is how a struct or union type is shown, computed once per type.
-type plan struct {
+// layout is how a struct or union type is shown, computed once per type.
+type layout struct {
 	all  []field     // Full: every member, anonymous ones flattened
 	pick []field     // default view candidates: one union alternative, no padding
 	view []viewField // the well-known view of the type, if it has one
@@ -64,11 +64,12 @@ func (f *field) state(raw []byte) fieldState {
 // maxNest bounds the flattening of anonymous members in malformed BTF.
 const maxNest = 16
 
-func (d *Decoder) plan(t btf.Type) *plan {
-	if p, ok := d.plans[t]; ok {
+// layout returns the layout of t, made on first use.
+func (d *Decoder) layout(t btf.Type) *layout {
+	if p, ok := d.layouts[t]; ok {
 		return p
 	}
-	p := &plan{}
+	p := &layout{}
 	members := membersOf(t)
 	p.all = flatten(nil, members, 0, true, 0)
 	if _, ok := t.(*btf.Union); ok {
@@ -78,7 +79,7 @@ func (d *Decoder) plan(t btf.Type) *plan {
 	if s, ok := t.(*btf.Struct); ok {
 		p.view = viewOf(s)
 	}
-	d.plans[t] = p
+	d.layouts[t] = p
 	return p
 }
 
