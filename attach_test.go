@@ -55,10 +55,11 @@ func TestAttachAll(t *testing.T) {
 	if os.Getenv(attachAllEnv) == "" {
 		t.Skipf("set %s=1 to attach every traceable function (minutes under TCG)", attachAllEnv)
 	}
-	cat, err := kernel.Live()
+	cat, release, err := kernel.Hold()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(release)
 	all, err := selector.Select(cat, []string{"*"})
 	if err != nil {
 		t.Fatal(err)

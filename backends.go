@@ -52,7 +52,7 @@ func ChooseBackend(cfg Config) (name, why string, err error) {
 	defer release()
 	sel, err := selector.Select(cat, cfg.Patterns)
 	if err != nil {
-		return "", "", err
+		return "", "", publicError(err)
 	}
 	b, why, err := session.Choose(cfg.Backend, sel, session.LiveProbe)
 	if err != nil {

@@ -92,10 +92,11 @@ func wantRet(c map[string]any, v any) error { return want("ret", c["ret"], v) }
 // has.
 func knownPatterns(t *testing.T) (*kernel.Catalogue, []string) {
 	t.Helper()
-	cat, err := kernel.Live()
+	cat, release, err := kernel.Hold()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(release)
 	var patterns []string
 	for _, k := range knownCalls {
 		if len(cat.Lookup(k.fn)) > 0 {
@@ -202,7 +203,7 @@ func readCalls(t *testing.T, s *trawl.Session, wait time.Duration) map[string][]
 	s.SetDeadline(time.Now().Add(wait))
 	var c trawl.Call
 	for {
-		err := s.Read(&c)
+		err := s.Read(t.Context(), &c)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			break
 		}

@@ -31,7 +31,7 @@ func ExampleOpen() {
 	fmt.Printf("tracing %d functions with %s\n", len(s.Selection().Selected), s.Backend)
 	var c trawl.Call
 	for range 10 {
-		if err := s.Read(&c); err != nil {
+		if err := s.Read(context.Background(), &c); err != nil {
 			log.Fatal(err)
 		}
 		fmt.Println(c.Func, c.Comm, c.Duration)
@@ -51,7 +51,7 @@ func ExampleSession_Read() {
 	defer s.Close()
 	var c trawl.Call
 	for {
-		err := s.Read(&c)
+		err := s.Read(context.Background(), &c)
 		if errors.Is(err, trawl.ErrClosed) {
 			return
 		}
@@ -84,7 +84,7 @@ func ExampleSession_Read_json() {
 	r := render.NewJSON(os.Stdout, render.Options{})
 	defer r.Close()
 	var c trawl.Call
-	for s.Read(&c) == nil {
+	for s.Read(context.Background(), &c) == nil {
 		if err := r.Call(&c); err != nil {
 			log.Fatal(err)
 		}

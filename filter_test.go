@@ -39,10 +39,11 @@ func filteredExit(st trawl.Stats) uint64 { return st.FilteredExit }
 
 func TestFilters(t *testing.T) {
 	guest.Require(t)
-	cat, err := kernel.Live()
+	cat, release, err := kernel.Hold()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(release)
 	dropFn := "sk_skb_reason_drop"
 	if len(cat.Lookup(dropFn)) == 0 {
 		dropFn = "kfree_skb_reason"
@@ -235,7 +236,7 @@ func BenchmarkFilterReject(b *testing.B) {
 					go func() { // drain the ring buffer
 						defer wg.Done()
 						var c trawl.Call
-						for s.Read(&c) == nil {
+						for s.Read(b.Context(), &c) == nil {
 						}
 					}()
 					defer func() {

@@ -48,7 +48,7 @@ func TestFormatsAgree(t *testing.T) {
 	s.SetDeadline(time.Now().Add(2 * time.Second))
 	for {
 		var c trawl.Call
-		err := s.Read(&c)
+		err := s.Read(t.Context(), &c)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			break
 		}

@@ -98,7 +98,7 @@ func List(patterns []string, opts ListOptions) (*Selection, error) {
 	}
 	sel, err := selector.Select(cat, patterns)
 	if err != nil {
-		return nil, err
+		return nil, publicError(err)
 	}
 	return newSelection(sel, opts.Capture), nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/selector"
 	"github.com/trawl-dev/trawl/internal/session"
 	"github.com/trawl-dev/trawl/internal/skip"
 )
@@ -98,6 +99,14 @@ type DecodeOptions struct {
 
 // ErrClosed is returned by Read once the session is closed.
 var ErrClosed = errors.New("trawl session closed")
+
+// ErrBadPattern is returned by Open, List and ChooseBackend for a
+// pattern that does not parse, or for no pattern at all.
+var ErrBadPattern = errors.New("bad pattern")
+
+// ErrNoMatch is returned by Open, List and ChooseBackend when an
+// including pattern selects no traceable function.
+var ErrNoMatch = errors.New("pattern selects no traceable function")
 
 // ErrNotEnoughMemory is returned by Open when the functions selected
 // would take more kernel memory than the machine can spare, with a
@@ -185,12 +194,21 @@ func (cfg Config) internal() (session.Config, error) {
 	}, nil
 }
 
-// publicError makes the errors of the internal packages that callers
-// tell apart match this package's: ErrNoPrivileges (with its cause) for
-// the kernel's EPERM, ErrNotEnoughMemory.
+// publicErrors pairs the errors of the internal packages that callers
+// tell apart with this package's.
+var publicErrors = []struct{ internal, public error }{
+	{backend.ErrNotEnoughMemory, ErrNotEnoughMemory},
+	{selector.ErrBadPattern, ErrBadPattern},
+	{selector.ErrNoMatch, ErrNoMatch},
+}
+
+// publicError makes err match this package's errors: ErrNoPrivileges
+// (with its cause) for the kernel's EPERM, and those of publicErrors.
 func publicError(err error) error {
-	if errors.Is(err, backend.ErrNotEnoughMemory) {
-		return &matchError{err: err, also: ErrNotEnoughMemory}
+	for _, e := range publicErrors {
+		if errors.Is(err, e.internal) {
+			return &matchError{err: err, also: e.public}
+		}
 	}
 	return explainPermission(err)
 }
@@ -206,12 +224,14 @@ func (e *matchError) Unwrap() []error { return []error{e.err, e.also} }
 func (s *Session) Selection() *Selection { return s.selection() }
 
 // Read blocks until the next call and decodes it into c, reusing c's
-// memory. It returns ErrClosed once the session is closed, and
-// os.ErrDeadlineExceeded when the deadline set by SetDeadline passes
-// first. The Values in c stay valid until the next Read, but their
-// Fields are never reused.
-func (s *Session) Read(c *Call) error {
-	err := s.s.Read(context.Background(), c)
+// memory. It returns ErrClosed once the session is closed, ctx's error
+// once ctx is done, and os.ErrDeadlineExceeded when the deadline set by
+// SetDeadline passes first (which tells an idle trace, to flush output).
+// The Values in c stay valid until the next Read, but their Fields are
+// never reused. A context that is never done, as context.Background(),
+// costs nothing per call; another costs a check per call.
+func (s *Session) Read(ctx context.Context, c *Call) error {
+	err := s.s.Read(ctx, c)
 	if err != nil && errors.Is(err, session.ErrClosed) {
 		return ErrClosed
 	}

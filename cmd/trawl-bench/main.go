@@ -82,10 +82,11 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	start := time.Now()
-	cat, err := kernel.Live()
+	cat, release, err := kernel.Hold()
 	if err != nil {
 		return fmt.Errorf("load the catalogue: %w", err)
 	}
+	defer release()
 	loadTime := time.Since(start)
 	fmt.Printf("## %s\n\n", describeHost())
 	if v := version(); v != "" {

@@ -3,14 +3,14 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/trawl-dev/trawl/internal/kernel"
-	"github.com/trawl-dev/trawl/internal/selector"
+	"github.com/trawl-dev/trawl"
 )
 
 // maxCompletions caps the function names offered at once: a shell shows
@@ -37,18 +37,19 @@ func completeFunctions(cmd *cobra.Command, _ []string, toComplete string) ([]cob
 	if f := cmd.Flags().Lookup("root"); f != nil {
 		root = f.Value.String()
 	}
-	cat, err := loadCatalogue(root)
+	names, err := functionNames(root, toComplete)
 	if err != nil {
 		return cobra.AppendActiveHelp(nil, err.Error()), cobra.ShellCompDirectiveNoFileComp
 	}
-	return functionNames(cat, toComplete), cobra.ShellCompDirectiveNoFileComp
+	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
 // functionNames returns the names of the functions that the pattern
-// toComplete followed by "*" selects, each with toComplete's "!" and
+// toComplete followed by "*" selects from the kernel files under root
+// (the running kernel's for ""), each with toComplete's "!" and
 // "MODULE:", at most maxCompletions of them; none when toComplete is
-// already a glob or a regular expression.
-func functionNames(cat *kernel.Catalogue, toComplete string) []string {
+// already a glob or a regular expression, or selects nothing.
+func functionNames(root, toComplete string) ([]string, error) {
 	bang, rest := "", toComplete
 	if r, ok := strings.CutPrefix(rest, "!"); ok {
 		bang, rest = "!", r
@@ -58,11 +59,14 @@ func functionNames(cat *kernel.Catalogue, toComplete string) []string {
 		module, name = rest[:i+1], rest[i+1:]
 	}
 	if strings.ContainsAny(name, `*?[]\/(`) {
-		return nil
+		return nil, nil
 	}
-	sel, err := selector.Select(cat, []string{module + name + "*"})
+	sel, err := listFunctions([]string{module + name + "*"}, root, nil)
+	if errors.Is(err, trawl.ErrNoMatch) || errors.Is(err, trawl.ErrBadPattern) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	var names []string
 	for _, fn := range sel.Selected {
@@ -76,5 +80,5 @@ func functionNames(cat *kernel.Catalogue, toComplete string) []string {
 		}
 		names = append(names, c)
 	}
-	return names
+	return names, nil
 }

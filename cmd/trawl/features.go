@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/trawl-dev/trawl"
-	"github.com/trawl-dev/trawl/internal/kernel/features"
 )
 
 func newFeaturesCommand() *cobra.Command {
@@ -40,7 +39,7 @@ built without CONFIG_FPROBE. With patterns, it also says which backend
 // and, given patterns, which backend auto would choose for them; with
 // markdown, a row of the README's table for the kernel of that name.
 func runFeatures(patterns []string, markdown string, header bool, stdout io.Writer) error {
-	r := features.Probe()
+	r := trawl.ProbeFeatures()
 	if markdown == "" {
 		fmt.Fprint(stdout, r.String())
 		if len(patterns) == 0 {
@@ -54,7 +53,7 @@ func runFeatures(patterns []string, markdown string, header bool, stdout io.Writ
 		return nil
 	}
 	if header {
-		fmt.Fprintln(stdout, strings.TrimSuffix(features.MarkdownHeader(), "\n"))
+		fmt.Fprintln(stdout, strings.TrimSuffix(trawl.FeaturesMarkdownHeader(), "\n"))
 	}
 	fmt.Fprintln(stdout, strings.TrimSuffix(r.Markdown(markdown), "\n"))
 	return nil

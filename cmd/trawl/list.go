@@ -12,9 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/trawl-dev/trawl/internal/kernel"
-	"github.com/trawl-dev/trawl/internal/plan"
-	"github.com/trawl-dev/trawl/internal/selector"
+	"github.com/trawl-dev/trawl"
 )
 
 // listFlags are the flags of trawl list.
@@ -58,14 +56,8 @@ func runList(patterns []string, f listFlags, stdout, stderr io.Writer) error {
 	if len(patterns) == 0 {
 		return fmt.Errorf("%w: list needs at least one pattern (use '*' for every function)", errUsage)
 	}
-	cat, err := loadCatalogue(f.root)
-	if err != nil {
-		return err
-	}
-	if n := cat.Notice(); n != "" {
-		fmt.Fprintln(stderr, "trawl: note:", oneLine(n))
-	}
-	sel, err := selector.Select(cat, patterns)
+	note := func(n string) { fmt.Fprintln(stderr, "trawl: note:", oneLine(n)) }
+	sel, err := listFunctions(patterns, f.root, note)
 	if err != nil {
 		return err
 	}
@@ -75,24 +67,15 @@ func runList(patterns []string, f listFlags, stdout, stderr io.Writer) error {
 	return writeText(stdout, sel, f.verbose)
 }
 
-// loadCatalogue loads the kernel's functions from the files under root,
-// or from the running kernel when root is "".
-func loadCatalogue(root string) (*kernel.Catalogue, error) {
-	if root == "" {
-		cat, err := kernel.Live()
-		if err != nil {
-			return nil, fmt.Errorf("load the kernel's functions: %w", err)
+// listFunctions lists what the patterns select from the kernel files
+// under root, or from the running kernel when root is "".
+func listFunctions(patterns []string, root string, notify func(string)) (*trawl.Selection, error) {
+	if root != "" {
+		if err := checkDir(root); err != nil {
+			return nil, fmt.Errorf("%w: --root: %w", errUsage, err)
 		}
-		return cat, nil
 	}
-	if err := checkDir(root); err != nil {
-		return nil, fmt.Errorf("%w: --root: %w", errUsage, err)
-	}
-	cat, err := kernel.Load(os.DirFS(root))
-	if err != nil {
-		return nil, fmt.Errorf("load the kernel's functions: %w", err)
-	}
-	return cat, nil
+	return trawl.List(patterns, trawl.ListOptions{Root: root, Notify: notify})
 }
 
 // checkDir fails unless dir is a directory, saying what it is instead.
@@ -109,7 +92,7 @@ func checkDir(dir string) error {
 	return nil
 }
 
-func writeText(w io.Writer, sel *selector.Selection, verbose bool) error {
+func writeText(w io.Writer, sel *trawl.Selection, verbose bool) error {
 	for _, fn := range sel.Selected {
 		if _, err := fmt.Fprintln(w, describe(fn)); err != nil {
 			return err
@@ -119,7 +102,7 @@ func writeText(w io.Writer, sel *selector.Selection, verbose bool) error {
 		return nil
 	}
 	for _, ex := range sel.Excluded {
-		if _, err := fmt.Fprintf(w, "excluded: %s%s: %s\n", ex.Func.Name, moduleTag(ex.Func), ex.Reason); err != nil {
+		if _, err := fmt.Fprintf(w, "excluded: %s%s: %s\n", ex.Name, moduleTag(ex), ex.Excluded); err != nil {
 			return err
 		}
 	}
@@ -128,15 +111,14 @@ func writeText(w io.Writer, sel *selector.Selection, verbose bool) error {
 
 // describe writes a function as one line: its C prototype, or its name and
 // why there is no prototype; module functions end with [module].
-func describe(fn *kernel.Function) string {
-	if fn.Proto == nil {
-		return fmt.Sprintf("%s(?)%s  (no BTF prototype: %s)", fn.Name, moduleTag(fn), fn.ProtoNote)
+func describe(fn trawl.Function) string {
+	if fn.Prototype == "" {
+		return fmt.Sprintf("%s(?)%s  (no BTF prototype: %s)", fn.Name, moduleTag(fn), fn.Note)
 	}
-	proto := kernel.Declaration(fn.Proto.Type, fn.Name)
-	return proto + moduleTag(fn)
+	return fn.Prototype + moduleTag(fn)
 }
 
-func moduleTag(fn *kernel.Function) string {
+func moduleTag(fn trawl.Function) string {
 	if fn.Module == "" {
 		return ""
 	}
@@ -162,14 +144,14 @@ type jsonFunc struct {
 }
 
 type jsonArg struct {
-	Name   string     `json:"name"`
-	Type   string     `json:"type"`
-	Class  plan.Class `json:"class"`
-	Size   int        `json:"size"`
-	Budget int        `json:"budget,omitempty"`
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	Class  string `json:"class"`
+	Size   int    `json:"size"`
+	Budget int    `json:"budget,omitempty"`
 }
 
-func writeJSON(w io.Writer, sel *selector.Selection) error {
+func writeJSON(w io.Writer, sel *trawl.Selection) error {
 	out := jsonList{Functions: []jsonFunc{}, Excluded: []jsonFunc{}}
 	for _, fn := range sel.Selected {
 		jf, err := toJSON(fn)
@@ -179,11 +161,11 @@ func writeJSON(w io.Writer, sel *selector.Selection) error {
 		out.Functions = append(out.Functions, jf)
 	}
 	for _, ex := range sel.Excluded {
-		jf, err := toJSON(ex.Func)
+		jf, err := toJSON(ex)
 		if err != nil {
 			return err
 		}
-		jf.Excluded = ex.Reason
+		jf.Excluded = ex.Excluded
 		out.Excluded = append(out.Excluded, jf)
 	}
 	enc := json.NewEncoder(w)
@@ -191,21 +173,16 @@ func writeJSON(w io.Writer, sel *selector.Selection) error {
 	return enc.Encode(out)
 }
 
-func toJSON(fn *kernel.Function) (jsonFunc, error) {
-	p, err := plan.New(fn, plan.Options{})
-	if err != nil {
-		return jsonFunc{}, fmt.Errorf("plan %s: %w", fn.Name, err)
+func toJSON(fn trawl.Function) (jsonFunc, error) {
+	if fn.Err != nil {
+		return jsonFunc{}, fmt.Errorf("plan %s: %w", fn.Name, fn.Err)
 	}
-	jf := jsonFunc{Name: fn.Name, Module: fn.Module, BTFID: uint32(fn.BTFID), Note: fn.ProtoNote, Slots: p.NumSlots}
+	jf := jsonFunc{Name: fn.Name, Module: fn.Module, BTFID: fn.BTFID, Note: fn.Note, Slots: fn.Slots, Prototype: fn.Prototype, Ret: fn.Ret}
 	for _, a := range fn.Addrs {
 		jf.Addrs = append(jf.Addrs, fmt.Sprintf("0x%x", a))
 	}
-	if fn.Proto != nil {
-		jf.Prototype = kernel.Declaration(fn.Proto.Type, fn.Name)
-		jf.Ret = kernel.TypeString(p.Ret.Type)
-	}
-	for _, a := range p.Args {
-		jf.Args = append(jf.Args, jsonArg{Name: a.Name, Type: kernel.TypeString(a.Type), Class: a.Class, Size: a.Size, Budget: a.Budget})
+	for _, a := range fn.Args {
+		jf.Args = append(jf.Args, jsonArg{Name: a.Name, Type: a.Type, Class: a.Class, Size: a.Size, Budget: a.Budget})
 	}
 	return jf, nil
 }

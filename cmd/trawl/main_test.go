@@ -63,7 +63,7 @@ func TestListJSON(t *testing.T) {
 	if len(ip.Addrs) != 2 || ip.Slots != 3 {
 		t.Errorf("ip_finish_output2: %+v", ip)
 	}
-	if z.Slots != 3 || len(z.Args) != 2 || z.Args[1].Class.String() != "struct" || z.Args[1].Size != 12 {
+	if z.Slots != 3 || len(z.Args) != 2 || z.Args[1].Class != "struct" || z.Args[1].Size != 12 {
 		t.Errorf("ZSTD_CCtx_setFParams: %+v", z)
 	}
 }

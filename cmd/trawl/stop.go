@@ -265,14 +265,6 @@ func pidMax() int64 {
 	return n
 }
 
-func countSkipped(skipped map[string][]string) int {
-	n := 0
-	for _, fns := range skipped {
-		n += len(fns)
-	}
-	return n
-}
-
 // summary writes what was seen and lost. Every call the program saw end
 // is accounted for: read, not read (the trace stopped first), dropped
 // (ring buffer full), filtered at exit, or still in the ring buffer.
@@ -282,7 +274,7 @@ func summary(w io.Writer, st trawl.Stats) {
 	if left := int64(st.Calls) - int64(st.Received+st.Drops+st.FilteredExit); left > 0 {
 		fmt.Fprintf(w, ", %d in flight", left)
 	}
-	fmt.Fprintf(w, "; %d functions attached, %d skipped\n", st.Attached, countSkipped(st.Skipped))
+	fmt.Fprintf(w, "; %d functions attached, %d skipped\n", st.Attached, st.Skipped.Count())
 	fmt.Fprintf(w, "trawl: filtered in the kernel at entry: %d by task (pid, comm, cgroup), %d by --filter\n", st.Filtered, st.FilteredExpr)
 	fmt.Fprintf(w, "trawl: missed: %d entries without task storage, %d calls nested too deep, %d exits without entry, %d entries without exit, %d calls without their captured memory (frame evicted), %d children not followed (pids map full)\n",
 		st.MissStorage, st.MissDepth, st.MissEntry, st.MissExit, st.MissFrame, st.MissPIDs)
@@ -297,19 +289,8 @@ func summary(w io.Writer, st trawl.Stats) {
 	if len(progs) > 0 {
 		fmt.Fprintf(w, "trawl: recursion misses: %s\n", strings.Join(progs, ", "))
 	}
-	var reasons []string
-	for r := range st.Skipped {
-		reasons = append(reasons, r)
-	}
-	slices.SortFunc(reasons, func(a, b string) int {
-		if d := len(st.Skipped[b]) - len(st.Skipped[a]); d != 0 {
-			return d
-		}
-		return strings.Compare(a, b)
-	})
-	for _, r := range reasons {
-		fns := st.Skipped[r]
-		fmt.Fprintf(w, "trawl: skipped %d: %s (e.g. %s)\n", len(fns), r, strings.Join(fns[:min(3, len(fns))], ", "))
+	for _, line := range st.Skipped.Summary(3) {
+		fmt.Fprintln(w, "trawl: skipped", line)
 	}
 }
 

@@ -20,8 +20,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl"
-	"github.com/trawl-dev/trawl/internal/kernel"
-	"github.com/trawl-dev/trawl/internal/selector"
 	"github.com/trawl-dev/trawl/render"
 )
 
@@ -320,7 +318,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	st, _ := s.Stats()
 	fmt.Fprintf(notices, "trawl: tracing %d functions with %s", st.Attached, s.Backend)
 	if len(st.Skipped) > 0 {
-		fmt.Fprintf(notices, " (%d skipped, see the summary at the end)", countSkipped(st.Skipped))
+		fmt.Fprintf(notices, " (%d skipped, see the summary at the end)", st.Skipped.Count())
 	}
 	fmt.Fprintln(notices)
 
@@ -403,7 +401,7 @@ func readCalls(s *trawl.Session, r render.Renderer, stop *stopper) error {
 	flushed := time.Now()
 	s.SetDeadline(flushed.Add(flushEvery))
 	for !stop.fired() {
-		err := s.Read(&c)
+		err := s.Read(context.Background(), &c)
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			// Idle (or the deadline passed as the buffer ran empty).
@@ -439,7 +437,7 @@ func drain(s *trawl.Session, r render.Renderer, deadline time.Time, hurry <-chan
 			return nil
 		default:
 		}
-		err := s.Read(&c)
+		err := s.Read(context.Background(), &c)
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, trawl.ErrClosed):
 			return nil
@@ -565,15 +563,11 @@ func every(d time.Duration, start time.Time) func(last bool) (time.Duration, boo
 
 // checkHist checks that --hist names a function the patterns select.
 func checkHist(patterns []string, name string) error {
-	cat, err := kernel.Live()
+	sel, err := trawl.List(patterns, trawl.ListOptions{})
 	if err != nil {
 		return err
 	}
-	sel, err := selector.Select(cat, patterns)
-	if err != nil {
-		return err
-	}
-	if !sel.Has(name) {
+	if !slices.ContainsFunc(sel.Selected, func(fn trawl.Function) bool { return fn.Name == name }) {
 		return fmt.Errorf("%w: --hist %s: not among the selected functions", errUsage, name)
 	}
 	return nil

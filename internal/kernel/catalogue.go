@@ -137,16 +137,9 @@ func (c *Catalogue) Source() Source { return c.source }
 // (tracefs unreadable, addresses hidden), "" when all is well.
 func (c *Catalogue) Notice() string { return c.notice }
 
-// Live returns the catalogue of the running kernel, held for good (see
-// Hold).
-func Live() (*Catalogue, error) {
-	cat, _, err := Hold()
-	return cat, err
-}
-
 // Load builds a catalogue from the kernel files under fsys, a file system
 // laid out like / (sys/kernel/btf/vmlinux, proc/kallsyms,
-// sys/kernel/tracing/...). Tests pass fixtures; Live passes the real root.
+// sys/kernel/tracing/...). Tests pass fixtures; Hold passes the real root.
 func Load(fsys fs.FS) (*Catalogue, error) {
 	var (
 		vmlinux  *btf.Spec

@@ -219,10 +219,11 @@ func TestLive(t *testing.T) {
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		t.Skip("no kernel BTF on this machine")
 	}
-	c, err := Live()
+	c, release, err := Hold()
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer release()
 	if n := len(c.Functions()); n < 10000 {
 		t.Fatalf("only %d functions", n)
 	}

@@ -38,10 +38,11 @@ func TestLiveAgreesWithTracefs(t *testing.T) {
 	if err := s.Err(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Live()
+	c, release, err := Hold()
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer release()
 	if c.Notice() != "" {
 		t.Errorf("notice in a guest where tracefs is readable: %s", c.Notice())
 	}

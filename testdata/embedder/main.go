@@ -29,18 +29,14 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Fprintf(os.Stderr, "tracing %d functions with %s\n", len(s.Selection().Selected), s.Backend)
-	go func() {
-		<-ctx.Done()
-		s.Stop()
-		s.Close()
-	}()
+	defer s.Close()
 	r := render.NewJSON(os.Stdout, render.Options{})
 	failed := map[string]int{}
 	var c trawl.Call
 	for {
-		err := s.Read(&c)
-		if errors.Is(err, trawl.ErrClosed) {
-			break
+		err := s.Read(ctx, &c)
+		if errors.Is(err, context.Canceled) {
+			break // interrupted
 		}
 		if err != nil {
 			log.Fatal(err)
@@ -52,6 +48,7 @@ func main() {
 			log.Fatal(err)
 		}
 	}
+	s.Stop()
 	r.Close()
 	for fn, n := range failed {
 		fmt.Fprintf(os.Stderr, "%s: %d errors\n", fn, n)
