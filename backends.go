@@ -25,25 +25,13 @@ var Backends = backendNames()
 func backendNames() []string { return session.Names() }
 
 // ChooseBackend returns the backend Open would use for cfg on the running
-// kernel, and why. For BackendAuto it weighs attach cost, which grows with
-// the number of functions N, against per-call cost (measured numbers in
-// the README, "Choosing a backend"):
-//
-//   - tracing-multi (7.2, x86-64) when every selected function is in
-//     vmlinux: one verifier run and one link for any N, and trampoline
-//     per-call cost, the lowest there is.
-//   - For N <= 20, one trampoline program per function: fsession (7.0;
-//     one load per function, exact pairing), else fentry/fexit (two
-//     loads). The loads run in parallel and take well under a second.
-//   - For larger N, a kprobe link for all functions at once: kprobe.session
-//     (6.10; one program, no exit run for filtered entries), else
-//     kprobe.multi (5.18). Attaching stays about constant in N, while
-//     per-function trampoline loads grow linearly.
-//   - Without either, fsession or fentry, for as many functions as half
-//     the available memory holds (ErrNotEnoughMemory).
-//
-// fsession and tracing-multi are passed over when the selection has
-// functions in modules, which they cannot attach.
+// kernel, and why. For BackendAuto it weighs attach cost, which grows
+// with the number of functions, against per-call cost: tracing-multi when
+// the kernel has it, one trampoline program per function (fsession, else
+// fentry) for up to 20 functions, a kprobe link for all of them
+// (kprobe-session, else kprobe-multi) for more; the README, "Choosing a
+// backend", has the numbers. fsession and tracing-multi are passed over
+// when the selection has functions in modules, which they cannot attach.
 func ChooseBackend(cfg Config) (name, why string, err error) {
 	cat, release, err := kernel.Hold()
 	if err != nil {
