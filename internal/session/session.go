@@ -33,6 +33,7 @@ import (
 )
 
 // Config says what to trace and how; trawl.Config documents each field.
+// Notify must be set.
 type Config struct {
 	Patterns             []string
 	Backend              string
@@ -91,9 +92,8 @@ type Session struct {
 // to attach, it returns the session with the error: its Counts say what
 // was attached and skipped, and Close detaches it all again.
 func Open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe Probe) (_ *Session, err error) {
-	notify := cfg.Notify
 	if n := cat.Notice(); n != "" {
-		notify(n)
+		cfg.Notify(n)
 	}
 	s := &Session{planSkips: skip.Reasons{}, detached: cfg.DetachProgress}
 	if err := s.choose(cat, cfg, probe); err != nil {
@@ -104,7 +104,7 @@ func Open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe Probe) (
 			s.Close()
 		}
 	}()
-	if err := s.plan(cat, cfg); err != nil {
+	if err := s.plan(cfg); err != nil {
 		return nil, err
 	}
 	if err := s.load(cat, cfg); err != nil {
@@ -138,7 +138,7 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe Probe) error {
 
 // plan plans the capture of each selected function the backend can
 // attach and the filters keep, and lists the others as skipped.
-func (s *Session) plan(cat *kernel.Catalogue, cfg Config) error {
+func (s *Session) plan(cfg Config) error {
 	arch, err := plan.HostArch()
 	if err != nil {
 		return err
