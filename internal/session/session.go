@@ -76,9 +76,10 @@ type Session struct {
 	stopOnce  sync.Once
 	rec       ringbuf.Record
 	// watched is the context Read was last given, and unwatch stops
-	// watching it (see watch).
-	watched context.Context
-	unwatch func() bool
+	// watching it (see watch); deadline is the one SetDeadline set.
+	watched  context.Context
+	unwatch  func() bool
+	deadline time.Time
 	// received and discarded count the records read from the ring
 	// buffer: decoded by Read, or dropped unread by Discard.
 	received, discarded uint64
@@ -317,7 +318,7 @@ func (s *Session) followPIDs(pids []int) error {
 // first. A context that is never done costs nothing per call; another
 // costs one check per call, and a watch each time Read is given a new one.
 func (s *Session) Read(ctx context.Context, c *render.Call) error {
-	if ctx.Done() != nil {
+	if ctx.Done() != nil || s.watched != nil {
 		if err := s.watch(ctx); err != nil {
 			return err
 		}
@@ -340,8 +341,9 @@ func (s *Session) Read(ctx context.Context, c *render.Call) error {
 // ring buffer deadline to now, and returns ctx's error if it is done.
 func (s *Session) watch(ctx context.Context) error {
 	if ctx != s.watched {
-		if s.unwatch != nil {
-			s.unwatch()
+		if s.unwatch != nil && !s.unwatch() {
+			// The last context was done and moved the deadline.
+			s.reader.SetDeadline(s.deadline)
 		}
 		s.watched = ctx
 		s.unwatch = context.AfterFunc(ctx, func() { s.reader.SetDeadline(time.Now()) })
@@ -384,7 +386,10 @@ func (s *Session) Discard() (int, error) {
 
 // SetDeadline makes Read return os.ErrDeadlineExceeded once t has passed
 // and no call is waiting; the zero time waits forever.
-func (s *Session) SetDeadline(t time.Time) { s.reader.SetDeadline(t) }
+func (s *Session) SetDeadline(t time.Time) {
+	s.deadline = t
+	s.reader.SetDeadline(t)
+}
 
 // Counts are what the session counted: the capture program's counters
 // and the session's own.
