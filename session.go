@@ -21,7 +21,7 @@ import (
 // Config says what to trace and how.
 type Config struct {
 	// Patterns select the functions: [!][MODULE:]NAME[(TYPE, ...)], where
-	// NAME is a glob or a /regexp/ (see the README, "Patterns").
+	// NAME is a glob or a /regexp/ (see docs/patterns.md).
 	Patterns []string
 	// Backend is BackendAuto (see ChooseBackend), BackendFentry (5.17+,
 	// cookies 6.0+), BackendKprobeMulti (5.18+; arm64 6.14+ in practice),
@@ -43,7 +43,7 @@ type Config struct {
 	// return value cannot tell an error are left out.
 	Errors bool
 	// Filter is an expression over arguments and ret that a call must
-	// satisfy (see the README, "Filters"). Functions lacking a name it
+	// satisfy (see docs/filter.md). Functions lacking a name it
 	// uses are left out, with a notice.
 	Filter string
 	// Capture sets how much memory behind pointer arguments is captured.
