@@ -76,10 +76,9 @@ type Session struct {
 	stopOnce  sync.Once
 	rec       ringbuf.Record
 	// watched is the context Read was last given, and unwatch stops
-	// watching it (see watch); deadline is the one SetDeadline set.
-	watched  context.Context
-	unwatch  func() bool
-	deadline time.Time
+	// watching it (see watch).
+	watched context.Context
+	unwatch func() bool
 	// received and discarded count the records read from the ring
 	// buffer: decoded by Read, or dropped unread by Discard.
 	received, discarded uint64
@@ -323,11 +322,18 @@ func (s *Session) Read(ctx context.Context, c *render.Call) error {
 			return err
 		}
 	}
-	if err := s.reader.ReadInto(&s.rec); err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+	for {
+		err := s.reader.ReadInto(&s.rec)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ringbuf.ErrFlushed) {
+			return err
+		}
+		// A watched context was done (see watch).
+		if ctxErr := ctx.Err(); ctxErr != nil {
 			return ctxErr
 		}
-		return err
 	}
 	s.received++
 	r, err := event.Parse(s.rec.RawSample)
@@ -337,16 +343,16 @@ func (s *Session) Read(ctx context.Context, c *render.Call) error {
 	return s.decoder.Call(&r, c)
 }
 
-// watch makes a blocked Read return once ctx is done, by moving the
-// ring buffer deadline to now, and returns ctx's error if it is done.
+// watch makes a blocked Read return once ctx is done, by flushing the
+// reader (SetDeadline would wait for the blocked Read to end), and
+// returns ctx's error if it is done.
 func (s *Session) watch(ctx context.Context) error {
 	if ctx != s.watched {
-		if s.unwatch != nil && !s.unwatch() {
-			// The last context was done and moved the deadline.
-			s.reader.SetDeadline(s.deadline)
+		if s.unwatch != nil {
+			s.unwatch()
 		}
 		s.watched = ctx
-		s.unwatch = context.AfterFunc(ctx, func() { s.reader.SetDeadline(time.Now()) })
+		s.unwatch = context.AfterFunc(ctx, func() { s.reader.Flush() })
 	}
 	return ctx.Err()
 }
@@ -375,6 +381,8 @@ func (s *Session) Discard() (int, error) {
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringbuf.ErrClosed):
 			return n, nil
+		case errors.Is(err, ringbuf.ErrFlushed): // a done context's flush
+			continue
 		case err != nil:
 			return n, err
 		}
@@ -386,10 +394,7 @@ func (s *Session) Discard() (int, error) {
 
 // SetDeadline makes Read return os.ErrDeadlineExceeded once t has passed
 // and no call is waiting; the zero time waits forever.
-func (s *Session) SetDeadline(t time.Time) {
-	s.deadline = t
-	s.reader.SetDeadline(t)
-}
+func (s *Session) SetDeadline(t time.Time) { s.reader.SetDeadline(t) }
 
 // Counts are what the session counted: the capture program's counters
 // and the session's own.
