@@ -115,3 +115,25 @@ func TestFormats(t *testing.T) {
 		})
 	}
 }
+
+// TestHistNotSelected: --hist of a function the patterns do not select is
+// refused with the usage status, after the session selected (the
+// catalogue is read once) and before -o's file is touched.
+func TestHistNotSelected(t *testing.T) {
+	guest.Require(t)
+	if k := guest.Kernel(); k != "amd64-7.3" {
+		t.Skipf("the check is user space, traced on amd64-7.3 only to keep make test within the CI budget; this is %s", k)
+	}
+	existing := filepath.Join(t.TempDir(), "existing")
+	if err := os.WriteFile(existing, []byte("keep me\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := trawlCmd("--stats", "--hist", "vfs_write", "-o", existing, "--workload", workloadFunc)
+	_, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
+	if status != 2 || !strings.Contains(stderr, "--hist vfs_write: not among the selected functions") {
+		t.Errorf("status %d, want 2 and the reason; stderr:\n%s", status, stderr)
+	}
+	if b, _ := os.ReadFile(existing); string(b) != "keep me\n" {
+		t.Errorf("-o's file changed: %q", b)
+	}
+}

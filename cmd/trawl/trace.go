@@ -261,11 +261,6 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 		}
 		command = []string{exe, workloadCommand}
 	}
-	if f.hist != "" {
-		if err := checkHist(patterns, f.hist); err != nil {
-			return err
-		}
-	}
 	// --quiet drops what is said while trawl works; errors and the
 	// summary stay on stderr.
 	notices := stderr
@@ -304,6 +299,13 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 			s.Close()
 		}
 	}()
+	// Checked against the session's selection, not before Open, so the
+	// catalogue is read once.
+	if f.hist != "" {
+		if err := checkHist(s.Selection(), f.hist); err != nil {
+			return err
+		}
+	}
 	// The trace is armed: outputs are created only now, so that a run
 	// that never starts leaves existing files alone.
 	out, closeOut, err := f.open(stdout)
@@ -562,11 +564,7 @@ func every(d time.Duration, start time.Time) func(last bool) (time.Duration, boo
 }
 
 // checkHist checks that --hist names a function the patterns select.
-func checkHist(patterns []string, name string) error {
-	sel, err := trawl.List(patterns, trawl.ListOptions{})
-	if err != nil {
-		return err
-	}
+func checkHist(sel *trawl.Selection, name string) error {
 	if !slices.ContainsFunc(sel.Selected, func(fn trawl.Function) bool { return fn.Name == name }) {
 		return fmt.Errorf("%w: --hist %s: not among the selected functions", errUsage, name)
 	}
