@@ -67,6 +67,12 @@ type Config struct {
 	// 0 means DefaultRingBufferSize. A bigger one drops fewer calls in
 	// bursts, at the cost of locked kernel memory.
 	RingBufferSize int
+	// Aggregate counts the calls in the kernel instead of sending each:
+	// per function, the calls, errors by errno and a latency histogram,
+	// read with Session.FunctionStats. Exact at any call rate, since
+	// nothing goes through the ring buffer (Read returns no call); every
+	// filter applies. About 2 KB of kernel memory per function.
+	Aggregate bool
 }
 
 // CaptureOptions set the bytes captured behind pointer arguments.
@@ -112,6 +118,10 @@ var ErrNoMatch = errors.New("pattern selects no traceable function")
 // would take more kernel memory than the machine can spare, with a
 // backend that loads programs per function (fentry, fsession).
 var ErrNotEnoughMemory = errors.New("not enough memory")
+
+// ErrNotAggregating is returned by FunctionStats of a session that sends
+// each call (Config.Aggregate not set).
+var ErrNotAggregating = errors.New("the session sends each call: it counts no statistics in the kernel")
 
 // OpenError is returned by Open when it failed (or was cancelled) after
 // it began to attach: Stats says what had been attached and skipped, and
@@ -191,6 +201,7 @@ func (cfg Config) internal() (session.Config, error) {
 		DetachProgress: cfg.DetachProgress,
 		Notify:         notify,
 		RingBufferSize: ring,
+		Aggregate:      cfg.Aggregate,
 	}, nil
 }
 
@@ -258,6 +269,18 @@ func (s *Session) Discard() (int, error) { return s.s.Discard() }
 func (s *Session) Stats() (Stats, error) {
 	c, err := s.s.Counts()
 	return statsOf(c), err
+}
+
+// FunctionStats returns, for each function called since the session was
+// armed, the figures counted in the kernel by a session with
+// Config.Aggregate; ErrNotAggregating for another. After Close it returns
+// those read once everything was detached.
+func (s *Session) FunctionStats() ([]FunctionStats, error) {
+	fs, err := s.s.FunctionStats()
+	if errors.Is(err, session.ErrNotAggregating) {
+		return nil, ErrNotAggregating
+	}
+	return fs, err
 }
 
 // Close detaches everything and frees the programs and maps, and the

@@ -12,7 +12,7 @@ import (
 // Stats are the session's counters. Every call the program saw end is
 // accounted for:
 //
-//	Calls = Received + Drops + FilteredExit + calls not yet read
+//	Calls = Received + Counted + Drops + FilteredExit + calls not yet read
 //
 // and Received = calls read by Read + Discarded.
 type Stats struct {
@@ -22,13 +22,18 @@ type Stats struct {
 	// Received counts the calls read from the ring buffer, Discarded
 	// those of them dropped unread by Discard.
 	Received, Discarded uint64
+	// Counted counts the calls an aggregating session (Config.Aggregate)
+	// counted in the kernel instead of sending them.
+	Counted uint64
 	// MissStorage counts entries without task storage, MissDepth calls
 	// nested deeper than the shadow stack, MissEntry exits without their
 	// entry (sent flagged exit-only), MissExit entries whose exit never
 	// came, MissFrame calls sent without their captured memory (their
 	// frame was evicted from the frames map), MissPIDs children of traced
 	// processes not followed because the pids map was full.
-	MissStorage, MissDepth, MissEntry, MissExit, MissFrame, MissPIDs uint64
+	// MissErrno counts errors of an aggregating session not counted by
+	// errno, the map of errnos being full.
+	MissStorage, MissDepth, MissEntry, MissExit, MissFrame, MissPIDs, MissErrno uint64
 	// Filtered counts entries dropped in the kernel by the task filters
 	// (pid, comm, cgroup), FilteredExpr entries dropped by an
 	// arguments-only --filter expression, FilteredExit calls dropped at
@@ -52,6 +57,7 @@ func statsOf(c session.Counts) Stats {
 	st := Stats{
 		Received:        c.Received,
 		Discarded:       c.Discarded,
+		Counted:         c.Counted,
 		Attached:        c.Attached,
 		Skipped:         Skips(c.Skipped),
 		RecursionMisses: c.RecursionMisses,

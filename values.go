@@ -15,3 +15,7 @@ type Value = render.Value
 // Kind says what a Value holds: render.KindInt, render.KindString and so
 // on (see render.Kind).
 type Kind = render.Kind
+
+// FunctionStats are one function's figures, counted in the kernel by a
+// session with Config.Aggregate; render.Stats shows them.
+type FunctionStats = render.FunctionStats

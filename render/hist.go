@@ -13,7 +13,15 @@ type Histogram struct {
 	max    uint64
 }
 
-const subBits = 3 // 8 buckets per power of two
+// The layout of the buckets, which the kernel's --stats histograms share
+// (capture.h, enum hist_layout): values below HistogramExact are their own
+// bucket, then 1 << HistogramSubBits buckets per power of two.
+const (
+	HistogramExact   = 16
+	HistogramSubBits = 3
+)
+
+const subBits = HistogramSubBits // 8 buckets per power of two
 
 // bucket returns the bucket index of v.
 func bucket(v uint64) int {
@@ -34,6 +42,21 @@ func bucketRange(i int) (lo, hi uint64) {
 	sub := uint64((i - 16) & (1<<subBits - 1))
 	lo = (1<<subBits + sub) << (e - subBits)
 	return lo, lo + 1<<(e-subBits) - 1
+}
+
+// NewHistogram returns the histogram of counts, the number of values in
+// each bucket in order (see HistogramExact), whose largest value is max.
+func NewHistogram(counts []uint64, max uint64) Histogram {
+	h := Histogram{max: max}
+	last := -1
+	for i, n := range counts {
+		h.total += n
+		if n > 0 {
+			last = i
+		}
+	}
+	h.counts = append([]uint64(nil), counts[:last+1]...)
+	return h
 }
 
 // Record adds one value.

@@ -27,6 +27,24 @@ type StatsOptions struct {
 	// Histogram names a function whose latency histogram is written below
 	// the table.
 	Histogram string
+	// Source, if set, gives the figures, counted elsewhere (in the kernel:
+	// Session.FunctionStats), each Interval and at Close; Call is then not
+	// used.
+	Source func() ([]FunctionStats, error)
+}
+
+// FunctionStats are one function's figures since the trace began.
+type FunctionStats struct {
+	Func   string
+	Module string // "" for vmlinux
+	// Calls counts the calls that ended, Errors those of them that
+	// returned an error, Errnos those by errno (0 for a NULL pointer).
+	Calls, Errors uint64
+	Errnos        map[int]uint64
+	// Total is the sum of the durations (ns) of the calls whose entry was
+	// seen, and Latency their histogram.
+	Total   uint64
+	Latency Histogram
 }
 
 // SortColumns are the valid values of StatsOptions.SortBy.
@@ -52,6 +70,23 @@ type funcStats struct {
 	errors uint64
 	total  uint64 // sum of durations, ns
 	hist   Histogram
+}
+
+// load replaces the figures with those of Source; s.mu is held.
+func (s *Stats) load() {
+	fs, err := s.opts.Source()
+	if err != nil {
+		s.err = fmt.Errorf("read the statistics: %w", err)
+		return
+	}
+	clear(s.funcs)
+	for _, f := range fs {
+		name := f.Func
+		if f.Module != "" {
+			name = f.Module + ":" + f.Func
+		}
+		s.funcs[name] = &funcStats{name: name, calls: f.Calls, errors: f.Errors, total: f.Total, hist: f.Latency}
+	}
 }
 
 // NewStats returns a Stats renderer writing to w. It checks SortBy.
@@ -129,6 +164,9 @@ func (s *Stats) refresh() {
 
 // write writes the table and the histogram; s.mu is held.
 func (s *Stats) write() {
+	if s.opts.Source != nil && s.err == nil {
+		s.load()
+	}
 	if s.err != nil {
 		return
 	}

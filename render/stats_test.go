@@ -71,3 +71,59 @@ func TestStatsRefresh(t *testing.T) {
 		t.Errorf("%d tables written, want a refresh and the final one:\n%s", n, out.String())
 	}
 }
+
+// TestStatsSource: figures counted elsewhere, as the kernel's buckets,
+// give the same table as the same calls rendered one by one.
+func TestStatsSource(t *testing.T) {
+	durations := []uint64{3, 17, 900, 1000, 1500, 40000, 1 << 33}
+	var byCall bytes.Buffer
+	s, err := render.NewStats(&byCall, render.StatsOptions{Histogram: "vfs_read"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h render.Histogram
+	var total uint64
+	for _, d := range durations {
+		h.Record(d)
+		total += d
+		if err := s.Call(&render.Call{Func: "vfs_read", Duration: d}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The kernel's buckets: render.Histogram's layout, one count each.
+	counts := make([]uint64, 256)
+	for _, d := range durations {
+		counts[kernelBucket(d)]++
+	}
+	var bySource bytes.Buffer
+	src := func() ([]render.FunctionStats, error) {
+		return []render.FunctionStats{{Func: "vfs_read", Calls: uint64(len(durations)), Total: total, Latency: render.NewHistogram(counts, 1<<33)}}, nil
+	}
+	s, err = render.NewStats(&bySource, render.StatsOptions{Histogram: "vfs_read", Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if bySource.String() != byCall.String() {
+		t.Errorf("from the source:\n%s\nfrom the calls:\n%s", bySource.String(), byCall.String())
+	}
+}
+
+// kernelBucket is capture.c's hist_bucket.
+func kernelBucket(ns uint64) int {
+	if ns < render.HistogramExact {
+		return int(ns)
+	}
+	e := 0
+	for v := ns; v > 1; v >>= 1 {
+		e++
+	}
+	i := render.HistogramExact + (e-4)<<render.HistogramSubBits + int(ns>>(e-render.HistogramSubBits))&(1<<render.HistogramSubBits-1)
+	return min(i, 255)
+}

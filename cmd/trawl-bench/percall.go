@@ -239,6 +239,7 @@ func calls(n int) uint64 { return uint64(n/10 + n/blocks*blocks) }
 // callSamples holds one backend's per-round measurements, ns per call.
 type callSamples struct {
 	base, empty, floor, trawl []float64 // floor stays empty without floor programs
+	stats                     []float64 // trawl's session with Config.Aggregate (--stats)
 	err                       error
 }
 
@@ -290,17 +291,17 @@ func benchCalls(ctx context.Context, cat *kernel.Catalogue, backends []string, r
 	}
 
 	fmt.Printf("### Per call\n\n")
-	fmt.Printf("`%s` (one int argument, int return) called by BPF_PROG_TEST_RUN of a tracing program, %d calls per measurement after %d warm-up calls, timed in %d blocks of which the fastest counts (host load only slows blocks down), on CPU 0 with the garbage collector off; per round and backend: no program (baseline), empty programs of the attach types trawl's backend uses (fentry + fexit, kprobe.multi + kretprobe.multi, kprobe.session, fsession, fsession.multi), for fentry and kprobe-multi the floor programs of internal/bpf/floor.c (the least a tracer must do to report a call: entry time kept in task storage, one ring-buffer record of times, task, argument and return value at exit; the floor ratio is (floor - baseline) / (empty - baseline)); trawl's session on the function (no filter, ring buffer not read during the run; every call checked to be captured). Median of %d rounds; the ratio is (trawl - baseline) / (empty - baseline) per round, median and range. Under `make bench` the guest's clock counts emulated instructions (`vmrun -icount`): a ns is one instruction, and the numbers repeat from run to run. Target: at most 1.5.\n\n", callFunc, n, n/10, blocks, rounds)
-	fmt.Println("| backend | baseline ns/call | empty ns/call | floor ns/call | trawl ns/call | empty - baseline | floor - baseline | trawl - baseline | floor ratio | trawl / floor | ratio (median) | ratio (min-max) |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("`%s` (one int argument, int return) called by BPF_PROG_TEST_RUN of a tracing program, %d calls per measurement after %d warm-up calls, timed in %d blocks of which the fastest counts (host load only slows blocks down), on CPU 0 with the garbage collector off; per round and backend: no program (baseline), empty programs of the attach types trawl's backend uses (fentry + fexit, kprobe.multi + kretprobe.multi, kprobe.session, fsession, fsession.multi), for fentry and kprobe-multi the floor programs of internal/bpf/floor.c (the least a tracer must do to report a call: entry time kept in task storage, one ring-buffer record of times, task, argument and return value at exit; the floor ratio is (floor - baseline) / (empty - baseline)); trawl's session on the function (no filter, ring buffer not read during the run; every call checked to be captured); trawl's session counting calls in the kernel (Config.Aggregate, what --stats runs; every call checked to be counted; stats ratio: (stats - baseline) / (empty - baseline), target at most 1.3). Median of %d rounds; the ratio is (trawl - baseline) / (empty - baseline) per round, median and range. Under `make bench` the guest's clock counts emulated instructions (`vmrun -icount`): a ns is one instruction, and the numbers repeat from run to run. Target: at most 1.5.\n\n", callFunc, n, n/10, blocks, rounds)
+	fmt.Println("| backend | baseline ns/call | empty ns/call | floor ns/call | trawl ns/call | empty - baseline | floor - baseline | trawl - baseline | floor ratio | trawl / floor | ratio (median) | ratio (min-max) | stats - baseline | stats ratio |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, b := range backends {
 		s := samples[b]
 		switch {
 		case s.err != nil && notSupported(s.err):
-			fmt.Printf("| %s | not supported by this kernel | | | | | | | | | | |\n", b)
+			fmt.Printf("| %s | not supported by this kernel | | | | | | | | | | | | |\n", b)
 			continue
 		case s.err != nil:
-			fmt.Printf("| %s | error: %s | | | | | | | | | | |\n", b, oneLine(s.err))
+			fmt.Printf("| %s | error: %s | | | | | | | | | | | | |\n", b, oneLine(s.err))
 			continue
 		}
 		var ratios []float64
@@ -312,8 +313,9 @@ func benchCalls(ctx context.Context, cat *kernel.Catalogue, backends []string, r
 		if f := median(s.floor); len(s.floor) > 0 {
 			floor = []string{fmt.Sprintf("%.0f", f), fmt.Sprintf("%.0f", f-base), fmt.Sprintf("%.2f", (f-base)/(empty-base)), fmt.Sprintf("%.2f", (tr-base)/(f-base))}
 		}
-		fmt.Printf("| %s | %.0f | %.0f | %s | %.0f | %.0f | %s | %.0f | %s | %s | %.2f | %.2f-%.2f |\n", b, base, empty, floor[0], tr, empty-base, floor[1], tr-base,
-			floor[2], floor[3], median(ratios), slices.Min(ratios), slices.Max(ratios))
+		st := median(s.stats)
+		fmt.Printf("| %s | %.0f | %.0f | %s | %.0f | %.0f | %s | %.0f | %s | %s | %.2f | %.2f-%.2f | %.0f | %.2f |\n", b, base, empty, floor[0], tr, empty-base, floor[1], tr-base,
+			floor[2], floor[3], median(ratios), slices.Min(ratios), slices.Max(ratios), st-base, (st-base)/(empty-base))
 	}
 	fmt.Println()
 	return nil
@@ -375,7 +377,35 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 	if err != nil {
 		return err
 	}
-	s.base, s.empty, s.trawl = append(s.base, base), append(s.empty, empty), append(s.trawl, tr)
+
+	sess, err = trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: b, Aggregate: true})
+	if err != nil {
+		return err
+	}
+	st, err := trig.perCall(n)
+	if err == nil {
+		err = checkCounted(sess, calls(n))
+	}
+	if cerr := sess.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	s.base, s.empty, s.trawl, s.stats = append(s.base, base), append(s.empty, empty), append(s.trawl, tr), append(s.stats, st)
+	return nil
+}
+
+// checkCounted makes sure trawl's program counted every call in the
+// kernel.
+func checkCounted(s *trawl.Session, want uint64) error {
+	fs, err := s.FunctionStats()
+	if err != nil {
+		return err
+	}
+	if len(fs) != 1 || fs[0].Calls != want || fs[0].Latency.Count() != want {
+		return fmt.Errorf("trawl --stats counted %v, want %d calls of %s", fs, want, callFunc)
+	}
 	return nil
 }
 
@@ -409,7 +439,7 @@ func (s *callSamples) String() string {
 	if len(s.floor) > 0 {
 		floor = fmt.Sprintf(", floor %.0f ns", s.floor[i])
 	}
-	return fmt.Sprintf("baseline %.0f ns, empty %.0f ns%s, trawl %.0f ns", s.base[i], s.empty[i], floor, s.trawl[i])
+	return fmt.Sprintf("baseline %.0f ns, empty %.0f ns%s, trawl %.0f ns, trawl --stats %.0f ns", s.base[i], s.empty[i], floor, s.trawl[i], s.stats[i])
 }
 
 // median returns the median of xs, NaN when empty.

@@ -146,7 +146,7 @@ func waitTracing(t *testing.T, cmd *exec.Cmd, stderr *syncBuffer) time.Time {
 	return time.Now()
 }
 
-var finalLine = regexp.MustCompile(`trawl: by the end of the detach, (\d+) calls: (\d+) read, (\d+) not read, (\d+) dropped \(ring buffer full\), (\d+) filtered out at exit`)
+var finalLine = regexp.MustCompile(`trawl: by the end of the detach, (\d+) calls: (?:(\d+) read, (\d+) not read, (\d+) dropped \(ring buffer full\)|(\d+) counted in the kernel), (\d+) filtered out at exit`)
 
 // reconcile checks the final account of a trace: every call the program
 // counted was read, not read, dropped or filtered out at exit.

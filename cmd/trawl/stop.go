@@ -269,15 +269,22 @@ func pidMax() int64 {
 // is accounted for: read, not read (the trace stopped first), dropped
 // (ring buffer full), filtered at exit, or still in the ring buffer.
 func summary(w io.Writer, st trawl.Stats) {
-	fmt.Fprintf(w, "trawl: %d calls: %d read, %d not read (the trace stopped first), %d dropped (ring buffer full), %d filtered out at exit",
-		st.Calls, st.Received-st.Discarded, st.Discarded, st.Drops, st.FilteredExit)
-	if left := int64(st.Calls) - int64(st.Received+st.Drops+st.FilteredExit); left > 0 {
+	if st.Counted > 0 {
+		fmt.Fprintf(w, "trawl: %d calls: %d counted in the kernel, %d filtered out at exit", st.Calls, st.Counted, st.FilteredExit)
+	} else {
+		fmt.Fprintf(w, "trawl: %d calls: %d read, %d not read (the trace stopped first), %d dropped (ring buffer full), %d filtered out at exit",
+			st.Calls, st.Received-st.Discarded, st.Discarded, st.Drops, st.FilteredExit)
+	}
+	if left := int64(st.Calls) - int64(st.Received+st.Counted+st.Drops+st.FilteredExit); left > 0 {
 		fmt.Fprintf(w, ", %d in flight", left)
 	}
 	fmt.Fprintf(w, "; %d functions attached, %d skipped\n", st.Attached, st.Skipped.Count())
 	fmt.Fprintf(w, "trawl: filtered in the kernel at entry: %d by task (pid, comm, cgroup), %d by --filter\n", st.Filtered, st.FilteredExpr)
 	fmt.Fprintf(w, "trawl: missed: %d entries without task storage, %d calls nested too deep, %d exits without entry, %d entries without exit, %d calls without their captured memory (frame evicted), %d children not followed (pids map full)\n",
 		st.MissStorage, st.MissDepth, st.MissEntry, st.MissExit, st.MissFrame, st.MissPIDs)
+	if st.MissErrno > 0 {
+		fmt.Fprintf(w, "trawl: %d errors not counted by errno (the errno map was full)\n", st.MissErrno)
+	}
 	if st.CookieLookups > 0 {
 		fmt.Fprintf(w, "trawl: %d kprobe runs found their function by the attach cookie, slower than by address\n", st.CookieLookups)
 	}
@@ -299,6 +306,11 @@ func summary(w io.Writer, st trawl.Stats) {
 // final account of every call.
 func lateSummary(w io.Writer, before, after trawl.Stats) {
 	if after.Calls == before.Calls && after.Received == before.Received && after.Drops == before.Drops && after.FilteredExit == before.FilteredExit {
+		return
+	}
+	if after.Counted > 0 {
+		fmt.Fprintf(w, "trawl: by the end of the detach, %d calls: %d counted in the kernel, %d filtered out at exit\n",
+			after.Calls, after.Counted, after.FilteredExit)
 		return
 	}
 	fmt.Fprintf(w, "trawl: by the end of the detach, %d calls: %d read, %d not read, %d dropped (ring buffer full), %d filtered out at exit\n",

@@ -283,6 +283,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 		cfg.PIDs = []int{child.cmd.Process.Pid}
 	}
 	cfg.RingBufferSize = int(f.ringBuffer)
+	cfg.Aggregate = f.outputFormat() == formatStats
 	cfg.Progress = attachProgress(notices, time.Now())
 	cfg.DetachProgress = detachProgress(notices)
 	cfg.Notify = func(n string) { fmt.Fprintln(notices, "trawl:", n) }
@@ -313,7 +314,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 		return err
 	}
 	defer closeOut()
-	r, err := f.renderer(out)
+	r, err := f.renderer(out, s)
 	if err != nil {
 		return err
 	}
@@ -503,7 +504,7 @@ func (f *traceFlags) colorFor(w io.Writer) bool {
 }
 
 // renderer picks the output format.
-func (f *traceFlags) renderer(w io.Writer) (render.Renderer, error) {
+func (f *traceFlags) renderer(w io.Writer, s *trawl.Session) (render.Renderer, error) {
 	opts := render.Options{Color: f.colorFor(w)}
 	if off, err := render.WallOffset(); err == nil {
 		opts.WallOffset = off
@@ -518,7 +519,8 @@ func (f *traceFlags) renderer(w io.Writer) (render.Renderer, error) {
 	case formatChromeJSON:
 		return render.NewChromeJSON(w), nil
 	case formatStats:
-		return render.NewStats(w, render.StatsOptions{Options: opts, Interval: f.interval, SortBy: f.sortBy, Histogram: f.hist})
+		// The kernel counts the calls: no record per call, so no drops.
+		return render.NewStats(w, render.StatsOptions{Options: opts, Interval: f.interval, SortBy: f.sortBy, Histogram: f.hist, Source: s.FunctionStats})
 	}
 	return render.NewText(w, opts), nil
 }

@@ -29,6 +29,7 @@ volatile const __u64 min_duration = 0;  /* only calls this long (ns) */
 volatile const __u32 filter_errors = 0; /* only calls returning an error */
 volatile const __u32 filter_at = 0;     /* where trawl_filter runs: FILTER_AT_* */
 volatile const __u32 ip_bits = 1;       /* func_ips has 1 << ip_bits entries */
+volatile const __u32 aggregate = 0;     /* --stats: count calls in stats, send none */
 
 /* armed is set by the loader once every link is attached, and cleared
  * when the trace stops. Entries are only traced while it is set, so a stop
@@ -88,6 +89,23 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } counters SEC(".maps");
+
+/* --stats: each function's figures (at its plan's index), and its errors
+ * by errno. Both have one entry unless the loader sizes them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct func_stats);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct errno_key);
+	__type(value, __u64);
+} errnos SEC(".maps");
 
 /* Per-CPU scratch: the frame that starts a task's frame at a new depth,
  * and holds exits whose entry was missed. */
@@ -187,6 +205,7 @@ struct shared {
 	enum ip_hash ip_hash;
 	enum counter counter;
 	enum filter_place filter_place;
+	enum hist_layout hist_layout;
 };
 const struct shared *shared __attribute__((unused));
 
@@ -463,6 +482,93 @@ static __always_inline int is_error(const struct plan *p, __u64 ret)
 	return v < 0 && v >= -MAX_ERRNO;
 }
 
+/* hist_bucket returns the histogram bucket of a duration of ns. */
+static __always_inline __u32 hist_bucket(__u64 ns)
+{
+	__u64 v = ns;
+	__u32 e = 0, i;
+
+	if (ns < HIST_EXACT)
+		return ns;
+	/* e = floor(log2(ns)): BPF has no count-leading-zeros. */
+	if (v >> 32) {
+		v >>= 32;
+		e += 32;
+	}
+	if (v >> 16) {
+		v >>= 16;
+		e += 16;
+	}
+	if (v >> 8) {
+		v >>= 8;
+		e += 8;
+	}
+	if (v >> 4) {
+		v >>= 4;
+		e += 4;
+	}
+	if (v >> 2) {
+		v >>= 2;
+		e += 2;
+	}
+	if (v >> 1)
+		e += 1;
+	i = HIST_EXACT + ((e - 4) << HIST_SUB_BITS) + ((ns >> (e - HIST_SUB_BITS)) & ((1 << HIST_SUB_BITS) - 1));
+	return i < HIST_BUCKETS ? i : HIST_BUCKETS - 1;
+}
+
+/* count_errno counts an error of func in errnos. */
+static __always_inline void count_errno(__u32 func, const struct plan *p, __u64 ret)
+{
+	struct errno_key k = {.func = func};
+	__u64 one = 1, *n;
+	__s64 v = ret;
+
+	if (p->err_kind == ERR_NEG && p->ret_size == 4)
+		v = (__s32)ret;
+	else if (p->err_kind == ERR_NEG && p->ret_size == 2)
+		v = (__s16)ret;
+	else if (p->err_kind == ERR_NEG && p->ret_size == 1)
+		v = (__s8)ret;
+	k.err = ret ? -v : 0;
+	n = bpf_map_lookup_elem(&errnos, &k);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return;
+	}
+	if (!bpf_map_update_elem(&errnos, &k, &one, BPF_NOEXIST))
+		return;
+	/* Another CPU may have added it meanwhile. */
+	n = bpf_map_lookup_elem(&errnos, &k);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	else
+		count(CNT_MISS_ERRNO);
+}
+
+/* tally counts a call of func that returned ret in its figures, with its
+ * duration if its entry was seen. */
+static __always_inline void tally(__u32 func, int entry, __u64 dur, __u64 ret)
+{
+	struct func_stats *st = bpf_map_lookup_elem(&stats, &func);
+	const struct plan *p;
+
+	if (!st)
+		return;
+	__sync_fetch_and_add(&st->calls, 1);
+	if (entry) {
+		__sync_fetch_and_add(&st->total_ns, dur);
+		__sync_fetch_and_add(&st->hist[hist_bucket(dur) & (HIST_BUCKETS - 1)], 1);
+		if (dur > st->max_ns)
+			st->max_ns = dur;
+	}
+	p = bpf_map_lookup_elem(&plans, &func);
+	if (p && is_error(p, ret)) {
+		__sync_fetch_and_add(&st->errors, 1);
+		count_errno(func, p, ret);
+	}
+}
+
 /* exit_passes runs --min-duration and --errors on a call that took dur
  * ns (0: its entry was missed) and returned ret. */
 static __always_inline int exit_passes(__u32 func, __u64 dur, __u64 ret)
@@ -498,6 +604,10 @@ static __always_inline void emit(struct frame *f, __u64 ret)
 		count(CNT_FILTERED_EXIT);
 		return;
 	}
+	if (aggregate) {
+		tally(f->rec.func, entry, f->rec.exit_ts - f->rec.entry_ts, ret);
+		return;
+	}
 	who(&f->rec);
 	if (len > MAX_DATA)
 		len = MAX_DATA;
@@ -519,6 +629,10 @@ static __always_inline void send(void *ctx, struct call *c, __u32 d, __u64 ret, 
 	if (filter_at) {
 		/* A filter expression with no frame to read. */
 		count(CNT_FILTERED_EXIT);
+		return;
+	}
+	if (aggregate) {
+		tally(c->func, 1, now - c->entry_ts, ret);
 		return;
 	}
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);

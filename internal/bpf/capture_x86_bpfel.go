@@ -28,6 +28,12 @@ const (
 	CaptureErrKindERR_PTR  CaptureErrKind = 2
 )
 
+type CaptureErrnoKey struct {
+	_    structs.HostLayout
+	Func uint32
+	Err  uint32
+}
+
 type CaptureFilterPlace uint32
 
 const (
@@ -46,6 +52,23 @@ type CaptureFrameKey struct {
 	Tid   uint32
 	Depth uint32
 }
+
+type CaptureFuncStats struct {
+	_       structs.HostLayout
+	Calls   uint64
+	Errors  uint64
+	TotalNs uint64
+	MaxNs   uint64
+	Hist    [256]uint64
+}
+
+type CaptureHistLayout uint32
+
+const (
+	CaptureHistLayoutHIST_EXACT    CaptureHistLayout = 16
+	CaptureHistLayoutHIST_SUB_BITS CaptureHistLayout = 3
+	CaptureHistLayoutHIST_BUCKETS  CaptureHistLayout = 256
+)
 
 type CaptureIpFunc struct {
 	_    structs.HostLayout
@@ -152,6 +175,7 @@ const (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	CaptureMapCounters              = "counters"
+	CaptureMapErrnos                = "errnos"
 	CaptureMapEvents                = "events"
 	CaptureMapFrames                = "frames"
 	CaptureMapFuncIps               = "func_ips"
@@ -159,6 +183,7 @@ const (
 	CaptureMapPlans                 = "plans"
 	CaptureMapScratches             = "scratches"
 	CaptureMapShadows               = "shadows"
+	CaptureMapStats                 = "stats"
 	CaptureProgFentryCapture        = "fentry_capture"
 	CaptureProgFexitCapture         = "fexit_capture"
 	CaptureProgFollowFork           = "follow_fork"
@@ -167,6 +192,7 @@ const (
 	CaptureProgKprobeCapture        = "kprobe_capture"
 	CaptureProgKprobeSessionCapture = "kprobe_session_capture"
 	CaptureProgKretprobeCapture     = "kretprobe_capture"
+	CaptureVarAggregate             = "aggregate"
 	CaptureVarArmed                 = "armed"
 	CaptureVarFilterAt              = "filter_at"
 	CaptureVarFilterCgroup          = "filter_cgroup"
@@ -235,6 +261,7 @@ type CaptureProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type CaptureMapSpecs struct {
 	Counters  *ebpf.MapSpec `ebpf:"counters"`
+	Errnos    *ebpf.MapSpec `ebpf:"errnos"`
 	Events    *ebpf.MapSpec `ebpf:"events"`
 	Frames    *ebpf.MapSpec `ebpf:"frames"`
 	FuncIps   *ebpf.MapSpec `ebpf:"func_ips"`
@@ -242,12 +269,14 @@ type CaptureMapSpecs struct {
 	Plans     *ebpf.MapSpec `ebpf:"plans"`
 	Scratches *ebpf.MapSpec `ebpf:"scratches"`
 	Shadows   *ebpf.MapSpec `ebpf:"shadows"`
+	Stats     *ebpf.MapSpec `ebpf:"stats"`
 }
 
 // CaptureVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CaptureVariableSpecs struct {
+	Aggregate    *ebpf.VariableSpec `ebpf:"aggregate"`
 	Armed        *ebpf.VariableSpec `ebpf:"armed"`
 	FilterAt     *ebpf.VariableSpec `ebpf:"filter_at"`
 	FilterCgroup *ebpf.VariableSpec `ebpf:"filter_cgroup"`
@@ -280,6 +309,7 @@ func (o *CaptureObjects) Close() error {
 // It can be passed to LoadCaptureObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CaptureMaps struct {
 	Counters  *ebpf.Map `ebpf:"counters"`
+	Errnos    *ebpf.Map `ebpf:"errnos"`
 	Events    *ebpf.Map `ebpf:"events"`
 	Frames    *ebpf.Map `ebpf:"frames"`
 	FuncIps   *ebpf.Map `ebpf:"func_ips"`
@@ -287,11 +317,13 @@ type CaptureMaps struct {
 	Plans     *ebpf.Map `ebpf:"plans"`
 	Scratches *ebpf.Map `ebpf:"scratches"`
 	Shadows   *ebpf.Map `ebpf:"shadows"`
+	Stats     *ebpf.Map `ebpf:"stats"`
 }
 
 func (m *CaptureMaps) Close() error {
 	return _CaptureClose(
 		m.Counters,
+		m.Errnos,
 		m.Events,
 		m.Frames,
 		m.FuncIps,
@@ -299,6 +331,7 @@ func (m *CaptureMaps) Close() error {
 		m.Plans,
 		m.Scratches,
 		m.Shadows,
+		m.Stats,
 	)
 }
 
@@ -306,6 +339,7 @@ func (m *CaptureMaps) Close() error {
 //
 // It can be passed to LoadCaptureObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CaptureVariables struct {
+	Aggregate    *ebpf.Variable `ebpf:"aggregate"`
 	Armed        *ebpf.Variable `ebpf:"armed"`
 	FilterAt     *ebpf.Variable `ebpf:"filter_at"`
 	FilterCgroup *ebpf.Variable `ebpf:"filter_cgroup"`

@@ -48,6 +48,9 @@ type Config struct {
 	Notify               func(string)
 	// RingBufferSize is the ring buffer's size in bytes, checked.
 	RingBufferSize int
+	// Aggregate counts the calls in the kernel (FunctionStats) instead
+	// of sending them.
+	Aggregate bool
 }
 
 // errTooManySlots leaves out functions whose arguments take more slots
@@ -84,6 +87,10 @@ type Session struct {
 	received, discarded uint64
 	// final holds the counters read in Close, after detaching.
 	final *Counts
+	// aggregate says the calls are counted in the kernel; finalStats
+	// holds their figures read in Close, after detaching.
+	aggregate  bool
+	finalStats []render.FunctionStats
 }
 
 // Open traces the functions of cat that cfg selects: it selects them,
@@ -95,7 +102,7 @@ func Open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe Probe) (
 	if n := cat.Notice(); n != "" {
 		cfg.Notify(n)
 	}
-	s := &Session{planSkips: skip.Reasons{}, detached: cfg.DetachProgress}
+	s := &Session{planSkips: skip.Reasons{}, detached: cfg.DetachProgress, aggregate: cfg.Aggregate}
 	if err := s.choose(cat, cfg, probe); err != nil {
 		return nil, err
 	}
@@ -159,6 +166,12 @@ func (s *Session) plan(cfg Config) error {
 		if err != nil {
 			s.planSkips.Add(skip.Reason(err), fn.Name)
 			continue
+		}
+		if cfg.Aggregate && cfg.Filter == "" {
+			// Only counted: no memory behind the arguments is needed.
+			for i := range p.Args {
+				p.Args[i].Budget = 0
+			}
 		}
 		body, reason := s.flt.compile(p)
 		if reason != "" {
@@ -272,6 +285,13 @@ func (s *Session) arm(cfg Config) error {
 func configure(spec *ebpf.CollectionSpec, cfg Config, n int) error {
 	spec.Maps[bpf.CaptureMapPlans].MaxEntries = uint32(n)
 	spec.Maps[bpf.CaptureMapEvents].MaxEntries = uint32(cfg.RingBufferSize)
+	if cfg.Aggregate {
+		// Nothing is sent: the smallest ring buffer will do.
+		spec.Maps[bpf.CaptureMapEvents].MaxEntries = uint32(os.Getpagesize())
+	}
+	if err := sizeAggregation(spec, cfg, n); err != nil {
+		return fmt.Errorf("set up the statistics: %w", err)
+	}
 	var comm [16]byte
 	if len(cfg.Comm) >= len(comm) {
 		return fmt.Errorf("comm %q is longer than the kernel's 15 characters", cfg.Comm)
@@ -405,6 +425,9 @@ type Counts struct {
 	// Received and Discarded count the calls read from the ring buffer,
 	// and those of them dropped unread by Discard.
 	Received, Discarded uint64
+	// Counted counts the calls an aggregating session counted in the
+	// kernel.
+	Counted uint64
 	// Attached counts the functions attached, Skipped lists the others.
 	Attached int
 	Skipped  skip.Reasons
@@ -431,6 +454,10 @@ func (s *Session) Counts() (Counts, error) {
 	var err error
 	if c.Counters, err = readCounters(s.capture.Collection.Maps[bpf.CaptureMapCounters]); err != nil {
 		return c, fmt.Errorf("read counters: %w", err)
+	}
+	if s.aggregate {
+		// Every call that passed the exit filters was counted.
+		c.Counted = c.Counters["CNT_CALLS"] - c.Counters["CNT_FILTERED_EXIT"]
 	}
 	return c, nil
 }
@@ -478,6 +505,11 @@ func (s *Session) Close() error {
 			c, countsErr := s.Counts()
 			s.final = &c
 			errs = append(errs, err, countsErr, s.reader.Close())
+		}
+		if s.aggregate && s.capture.Collection != nil {
+			fs, err := s.FunctionStats()
+			s.finalStats = fs
+			errs = append(errs, err)
 		}
 		if s.capture.Collection != nil {
 			s.capture.Collection.Close()

@@ -92,3 +92,15 @@ func TestReadContext(t *testing.T) {
 		t.Errorf("Read returned after %s, before the deadline", d)
 	}
 }
+
+// TestHistogramLayout: the kernel's --stats buckets have render.Histogram's
+// layout, so FunctionStats hands them over as they are.
+func TestHistogramLayout(t *testing.T) {
+	if bpf.CaptureHistLayoutHIST_EXACT != render.HistogramExact || bpf.CaptureHistLayoutHIST_SUB_BITS != render.HistogramSubBits {
+		t.Errorf("capture.h: exact below %d, %d sub-bits; render.Histogram: %d, %d",
+			bpf.CaptureHistLayoutHIST_EXACT, bpf.CaptureHistLayoutHIST_SUB_BITS, render.HistogramExact, render.HistogramSubBits)
+	}
+	if n := len(bpf.CaptureFuncStats{}.Hist); n != int(bpf.CaptureHistLayoutHIST_BUCKETS) {
+		t.Errorf("func_stats has %d buckets, HIST_BUCKETS is %d", n, bpf.CaptureHistLayoutHIST_BUCKETS)
+	}
+}

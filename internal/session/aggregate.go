@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package session
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/render"
+)
+
+// maxErrnos bounds the (function, errno) pairs an aggregating session
+// counts; errors beyond are counted in CNT_MISS_ERRNO.
+const maxErrnos = 16384
+
+// ErrNotAggregating is returned by FunctionStats of a session that sends
+// each call instead.
+var ErrNotAggregating = errors.New("the session sends each call: it counts no statistics in the kernel")
+
+// sizeAggregation sizes the maps of the in-kernel statistics: one entry
+// each unless cfg aggregates.
+func sizeAggregation(spec *ebpf.CollectionSpec, cfg Config, n int) error {
+	if !cfg.Aggregate {
+		return nil
+	}
+	spec.Maps[bpf.CaptureMapStats].MaxEntries = uint32(n)
+	spec.Maps[bpf.CaptureMapErrnos].MaxEntries = maxErrnos
+	return spec.Variables[bpf.CaptureVarAggregate].Set(uint32(1))
+}
+
+// FunctionStats returns the figures the kernel counted for each function
+// called since the session was armed. After Close it returns those read
+// once everything was detached.
+func (s *Session) FunctionStats() ([]render.FunctionStats, error) {
+	if s.finalStats != nil {
+		return s.finalStats, nil
+	}
+	if !s.aggregate {
+		return nil, ErrNotAggregating
+	}
+	coll := s.capture.Collection
+	mem, err := coll.Maps[bpf.CaptureMapStats].Memory()
+	if err != nil {
+		return nil, fmt.Errorf("map the statistics: %w", err)
+	}
+	var fs []render.FunctionStats
+	index := map[uint32]int{}
+	buf := make([]byte, unsafe.Sizeof(bpf.CaptureFuncStats{}))
+	for id, p := range s.plans {
+		// An array's elements are value-sized (a multiple of 8) and in
+		// order; the kernel's atomic adds make each word consistent.
+		if _, err := mem.ReadAt(buf, int64(id)*int64(len(buf))); err != nil {
+			return nil, fmt.Errorf("read the statistics of %s: %w", p.Func.Name, err)
+		}
+		word := func(i int) uint64 { return binary.NativeEndian.Uint64(buf[8*i:]) }
+		calls := word(0)
+		if calls == 0 {
+			continue
+		}
+		counts := make([]uint64, bpf.CaptureHistLayoutHIST_BUCKETS)
+		for i := range counts {
+			counts[i] = word(4 + i)
+		}
+		index[uint32(id)] = len(fs)
+		fs = append(fs, render.FunctionStats{
+			Func: p.Func.Name, Module: p.Func.Module,
+			Calls: calls, Errors: word(1), Total: word(2),
+			Latency: render.NewHistogram(counts, word(3)),
+		})
+	}
+	var k bpf.CaptureErrnoKey
+	var n uint64
+	it := coll.Maps[bpf.CaptureMapErrnos].Iterate()
+	for it.Next(&k, &n) {
+		if i, ok := index[k.Func]; ok {
+			if fs[i].Errnos == nil {
+				fs[i].Errnos = map[int]uint64{}
+			}
+			fs[i].Errnos[int(k.Err)] = n
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read the errors by errno: %w", err)
+	}
+	return fs, nil
+}
