@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -43,7 +44,7 @@ func TestMain(m *testing.M) {
 		getppids, _ := strconv.Atoi(os.Args[2])
 		closes, _ := strconv.Atoi(os.Args[3])
 		calls(getppids, closes)
-		os.Exit(0)
+		time.Sleep(time.Hour) // until stopped
 	case len(os.Args) == 3 && os.Args[1] == forkloopArg:
 		n, _ := strconv.Atoi(os.Args[2])
 		if err := forkloop(n); err != nil {
@@ -170,16 +171,22 @@ func checkSummary(t *testing.T, stderr string) uint64 {
 	return n[0]
 }
 
-// TestStopUnderLoad traces a function called in a hot loop with every
-// backend the kernel has, and checks the trace ends on time: at its
-// --duration while the command still runs, and when the command exits
-// first; each time with the summary, and with the command's status.
+// TestStopUnderLoad traces with every backend the kernel has, and checks
+// the trace ends on time: at its --duration while the command still runs
+// (with --stats, which must have counted each of the command's calls
+// exactly), and when the command, a hot loop, exits first; each time with
+// the summary, and with the command's status.
 func TestStopUnderLoad(t *testing.T) {
 	guest.Require(t)
 	for _, b := range backendsHere(t) {
 		t.Run(b+"/duration", func(t *testing.T) {
+			// The command makes a known number of calls, then waits to
+			// be stopped: --stats counts each of them in the kernel.
+			const getppids, closes = 5000, 100
+			out := filepath.Join(t.TempDir(), "stats")
 			start := time.Now()
-			cmd := trawlCmd(append([]string{"--backend", b, "--duration", "2s", "--stats", hotFunc, "--"}, hotloop(0)...)...)
+			cmd := trawlCmd("--backend", b, "--duration", "10s", "--stats", "-o", out, hotFunc, "*sys_close", "--",
+				os.Args[0], callsArg, strconv.Itoa(getppids), strconv.Itoa(closes))
 			_, stderr, status := runLimited(t, cmd, stopLimit)
 			t.Logf("ended after %v, status %d", time.Since(start).Round(time.Millisecond), status)
 			if !strings.Contains(stderr, "stopping: duration") {
@@ -190,6 +197,20 @@ func TestStopUnderLoad(t *testing.T) {
 				t.Errorf("status %d, want %d (the command's: SIGTERM)\n%s", status, 128+int(syscall.SIGTERM), stderr)
 			}
 			checkSummary(t, stderr)
+			if !strings.Contains(stderr, " counted in the kernel") {
+				t.Errorf("the calls were not counted in the kernel:\n%s", stderr)
+			}
+			table, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows := statsRows(string(table))
+			if got := rows["getppid"]; got != [2]uint64{getppids, 0} {
+				t.Errorf("getppid: %d calls, %d errors; want %d, 0\n%s", got[0], got[1], getppids, table)
+			}
+			if got := rows["close"]; got[0] < closes || got[1] != closes {
+				t.Errorf("close: %d calls, %d errors; want at least %d calls and %[3]d errors\n%s", got[0], got[1], closes, table)
+			}
 		})
 		t.Run(b+"/command-exits", func(t *testing.T) {
 			cmd := trawlCmd(append([]string{"--backend", b, hotFunc, "--"}, hotloop(2*time.Second)...)...)
@@ -437,4 +458,40 @@ func TestFollowManyChildren(t *testing.T) {
 	if calls := checkSummary(t, stderr); calls < children {
 		t.Errorf("%d calls of execve, want at least one per child (%d)", calls, children)
 	}
+}
+
+// callsArg as the first argument makes the test binary call getppid the
+// number of times in the second argument, then close(-1), which fails
+// with EBADF, the number of times in the third, then wait to be killed.
+const callsArg = "__calls"
+
+func calls(getppids, closes int) {
+	for range getppids {
+		syscall.Getppid()
+	}
+	for range closes {
+		syscall.Close(-1)
+	}
+}
+
+// statsRows returns the calls and errors of each row of a --stats table,
+// by the name of the system call the row's function implements: the rows
+// of __x64_sys_close and __ia32_sys_close, say, are summed.
+func statsRows(table string) map[string][2]uint64 {
+	rows := map[string][2]uint64{}
+	for _, line := range strings.Split(table, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		_, name, ok := strings.Cut(f[0], "sys_")
+		calls, err1 := strconv.ParseUint(f[1], 10, 64)
+		errs, err2 := strconv.ParseUint(f[2], 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			continue
+		}
+		r := rows[name]
+		rows[name] = [2]uint64{r[0] + calls, r[1] + errs}
+	}
+	return rows
 }
