@@ -187,7 +187,7 @@ func TestStopUnderLoad(t *testing.T) {
 			start := time.Now()
 			cmd := trawlCmd("--backend", b, "--duration", "10s", "--stats", "-o", out, hotFunc, "*sys_close", "--",
 				os.Args[0], callsArg, strconv.Itoa(getppids), strconv.Itoa(closes))
-			_, stderr, status := runLimited(t, cmd, stopLimit)
+			_, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
 			t.Logf("ended after %v, status %d", time.Since(start).Round(time.Millisecond), status)
 			if !strings.Contains(stderr, "stopping: duration") {
 				t.Errorf("no stop at the duration:\n%s", stderr)
@@ -214,7 +214,7 @@ func TestStopUnderLoad(t *testing.T) {
 		})
 		t.Run(b+"/command-exits", func(t *testing.T) {
 			cmd := trawlCmd(append([]string{"--backend", b, hotFunc, "--"}, hotloop(2*time.Second)...)...)
-			stdout, stderr, status := runLimited(t, cmd, stopLimit)
+			stdout, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
 			if status != 0 {
 				t.Errorf("status %d, want the command's 0\n%s", status, stderr)
 			}
