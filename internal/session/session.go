@@ -456,8 +456,9 @@ func (s *Session) Counts() (Counts, error) {
 		return c, fmt.Errorf("read counters: %w", err)
 	}
 	if s.aggregate {
-		// Every call that passed the exit filters was counted.
-		c.Counted = c.Counters["CNT_CALLS"] - c.Counters["CNT_FILTERED_EXIT"]
+		if c.Counted, err = s.counted(); err != nil {
+			return c, err
+		}
 	}
 	return c, nil
 }
