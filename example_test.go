@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"time"
 
 	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/render"
@@ -100,5 +101,24 @@ func ExampleList() {
 	}
 	for _, fn := range sel.Selected {
 		fmt.Println(fn.Prototype)
+	}
+}
+
+// Count every call of the vfs functions in the kernel for five seconds,
+// then print each function's calls, errors by errno and median latency:
+// nothing goes through the ring buffer, so nothing is dropped.
+func ExampleSession_FunctionStats() {
+	s, err := trawl.Open(context.Background(), trawl.Config{Patterns: []string{"vfs_*"}, Aggregate: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	time.Sleep(5 * time.Second)
+	fs, err := s.FunctionStats()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, f := range fs {
+		fmt.Printf("%s: %d calls, %d errors %v, median %v\n", f.Func, f.Calls, f.Errors, f.Errnos, time.Duration(f.Latency.Quantile(0.5)))
 	}
 }
