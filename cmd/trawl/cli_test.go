@@ -292,3 +292,29 @@ func TestManPage(t *testing.T) {
 		t.Errorf("groff: %v\n%s", err, out)
 	}
 }
+
+// TestFormatChosen: each alias chooses its format, as --format does (the
+// guest's TestFormats traces one spelling of each).
+func TestFormatChosen(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, formatText},
+		{[]string{"--json"}, formatJSON}, {[]string{"-f", "json"}, formatJSON},
+		{[]string{"--tree"}, formatTree}, {[]string{"--format=tree"}, formatTree},
+		{[]string{"--stats"}, formatStats}, {[]string{"-f", "stats"}, formatStats},
+		{[]string{"--perfetto", "x"}, formatPerfetto}, {[]string{"-f", "perfetto"}, formatPerfetto},
+		{[]string{"-f", "chrome-json"}, formatChromeJSON},
+	} {
+		var f traceFlags
+		cmd := &cobra.Command{}
+		f.register(cmd)
+		if err := cmd.ParseFlags(tc.args); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if got := f.outputFormat(); got != tc.want {
+			t.Errorf("%v: format %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}

@@ -185,7 +185,7 @@ func TestStopUnderLoad(t *testing.T) {
 			const getppids, closes = 5000, 100
 			out := filepath.Join(t.TempDir(), "stats")
 			start := time.Now()
-			cmd := trawlCmd("--backend", b, "--duration", "10s", "--stats", "-o", out, hotFunc, "*sys_close", "--",
+			cmd := trawlCmd("--backend", b, "--duration", "5s", "--stats", "-o", out, hotFunc, "*sys_close", "--",
 				os.Args[0], callsArg, strconv.Itoa(getppids), strconv.Itoa(closes))
 			_, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
 			t.Logf("ended after %v, status %d", time.Since(start).Round(time.Millisecond), status)
