@@ -31,7 +31,7 @@ const workloadFunc = "do_sys_openat2"
 func TestFormats(t *testing.T) {
 	guest.Require(t)
 	if k := guest.Kernel(); k != "amd64-7.3" {
-		// Nine traces take minutes under emulation, and the formats are
+		// Seven traces take minutes under emulation, and the formats are
 		// user space (the host tests check them against captured calls).
 		t.Skipf("output formats are traced on amd64-7.3 only, to keep make test within the CI budget; this is %s", k)
 	}
