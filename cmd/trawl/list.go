@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -62,9 +63,15 @@ func runList(patterns []string, f listFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	if f.json {
-		return writeJSON(stdout, sel)
+		err = writeJSON(stdout, sel)
+	} else {
+		err = writeText(stdout, sel, f.verbose)
 	}
-	return writeText(stdout, sel, f.verbose)
+	if errors.Is(err, syscall.EPIPE) {
+		// The reader took what it wanted (trawl list '*' | head).
+		return nil
+	}
+	return err
 }
 
 // listFunctions lists what the patterns select from the kernel files

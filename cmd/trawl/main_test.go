@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -93,5 +94,25 @@ func TestListErrors(t *testing.T) {
 				t.Errorf("got %v, want usage=%v error containing %q", err, tc.usage, tc.want)
 			}
 		})
+	}
+}
+
+// epipeWriter is a reader that went away after the first write.
+type epipeWriter struct{ n int }
+
+func (w *epipeWriter) Write(p []byte) (int, error) {
+	if w.n++; w.n > 1 {
+		return 0, syscall.EPIPE
+	}
+	return len(p), nil
+}
+
+// TestListReaderGone: trawl list '*' | head ends quietly once head has
+// its lines.
+func TestListReaderGone(t *testing.T) {
+	var errOut bytes.Buffer
+	err := run(context.Background(), []string{"list", "--root", root, "*"}, &epipeWriter{}, &errOut)
+	if err != nil || strings.Contains(errOut.String(), "broken pipe") {
+		t.Errorf("error %v, stderr:\n%s", err, errOut.String())
 	}
 }
