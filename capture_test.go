@@ -62,6 +62,12 @@ var knownCalls = []struct {
 		kuid, _ := args(c)["kuid"].(map[string]any)
 		return errors.Join(want("kuid.val", kuid["val"], 4321.0), wantRet(c, 4321.0))
 	}},
+	{"vfs_write", "sized buffer: exactly the bytes written from a longer buffer", func(c map[string]any) error {
+		return errors.Join(wantArg(c, "buf", "ping"), wantArg(c, "count", 4.0))
+	}},
+	{"vfs_read", "sized buffer filled by the call: the bytes read, at exit", func(c map[string]any) error {
+		return errors.Join(wantArg(c, "buf", "ping"), wantArg(c, "count", 64.0), wantRet(c, 4.0))
+	}},
 	{"kfree_skb_reason", "enum argument", wantDropReason},
 	{"sk_skb_reason_drop", "enum argument", wantDropReason},
 }
@@ -275,6 +281,17 @@ func workload(t *testing.T) {
 	// vfs_getxattr with a kernel copy of the name.
 	buf := make([]byte, 16)
 	unix.Getxattr(filepath.Clean(openPath), "user.trawl", buf)
+
+	// vfs_write of 4 bytes of a longer buffer, and vfs_read of them into
+	// a buffer of 64 holding other bytes.
+	var pipe [2]int
+	if err := unix.Pipe(pipe[:]); err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(pipe[1], []byte("pinghello from trawl\n")[:4])
+	unix.Read(pipe[0], bytes.Repeat([]byte("X"), 64))
+	unix.Close(pipe[0])
+	unix.Close(pipe[1])
 
 	// An skb dropped for want of a socket: UDP to a closed port.
 	if c, err := net.Dial("udp", "127.0.0.1:9"); err == nil {

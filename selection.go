@@ -57,7 +57,8 @@ type Arg struct {
 	// Type is the C type.
 	Type string
 	// Class is how the value is captured: "void", "signed", "unsigned",
-	// "bool", "enum", "string", "ptr-struct", "ptr", "struct" or "float".
+	// "bool", "enum", "string", "ptr-struct", "ptr", "struct", "float" or
+	// "buffer".
 	Class string
 	// Size is the size of the value in bytes, Budget the bytes captured
 	// behind a pointer (0 for none).
@@ -120,7 +121,11 @@ func newSelection(sel *selector.Selection, capture CaptureOptions) *Selection {
 
 // budgets returns the capture plan's options.
 func (c CaptureOptions) budgets() plan.Options {
-	return plan.Options{StructBudget: c.StructBytes, StringBudget: c.StringBytes}
+	o := plan.Options{StructBudget: c.StructBytes, StringBudget: c.StringBytes, BufferBudget: c.BufferBytes}
+	for _, b := range c.Buffers {
+		o.Buffers = append(o.Buffers, plan.BufferSpec(b))
+	}
+	return o
 }
 
 func newFunction(fn *kernel.Function, budgets plan.Options) Function {

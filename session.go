@@ -13,6 +13,7 @@ import (
 	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/plan"
 	"github.com/trawl-dev/trawl/internal/selector"
 	"github.com/trawl-dev/trawl/internal/session"
 	"github.com/trawl-dev/trawl/internal/skip"
@@ -82,6 +83,24 @@ type CaptureOptions struct {
 	StructBytes int
 	// StringBytes caps the bytes copied of a char * string; 0 means 128.
 	StringBytes int
+	// BufferBytes caps the bytes copied of a sized buffer: a char, u8 or
+	// void pointer paired with a size argument by their names (see
+	// docs/buffers.md), or named in Buffers; 0 means 64.
+	BufferBytes int
+	// Buffers name sized buffers the names do not pair.
+	Buffers []Buffer
+}
+
+// Buffer names a sized buffer: argument Arg of function Func points to
+// as many bytes as argument SizeArg says.
+type Buffer struct {
+	Func, Arg, SizeArg string
+}
+
+// ParseBuffer parses a Buffer written FUNC:ARG=SIZEARG.
+func ParseBuffer(s string) (Buffer, error) {
+	b, err := plan.ParseBufferSpec(s)
+	return Buffer(b), err
 }
 
 // DecodeOptions set how much of each value is shown. Values cut short

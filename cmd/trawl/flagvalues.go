@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/trawl-dev/trawl"
 )
 
 // pidList is the value of the repeatable -p flag.
@@ -29,6 +31,28 @@ func (p *pidList) String() string {
 }
 
 func (p *pidList) Type() string { return "PID" }
+
+// bufferList is the value of the repeatable --buf flag.
+type bufferList []trawl.Buffer
+
+func (l *bufferList) Set(s string) error {
+	b, err := trawl.ParseBuffer(s)
+	if err != nil {
+		return err
+	}
+	*l = append(*l, b)
+	return nil
+}
+
+func (l *bufferList) String() string {
+	s := make([]string, len(*l))
+	for i, b := range *l {
+		s[i] = b.Func + ":" + b.Arg + "=" + b.SizeArg
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *bufferList) Type() string { return "FUNC:ARG=SIZEARG" }
 
 // byteSize is a size in bytes, written with an optional K, M or G suffix
 // (KiB, MiB, GiB: powers of 1024).

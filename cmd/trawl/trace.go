@@ -27,6 +27,7 @@ import (
 type traceFlags struct {
 	backend    string
 	pids       pidList
+	buffers    bufferList
 	comm       string
 	cgroup     string
 	minDur     time.Duration
@@ -102,7 +103,8 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.sortBy, "sort", "count", "with --format stats, sort by `COLUMN`: "+strings.Join(render.SortColumns, ", "))
 	fs.StringVar(&f.hist, "hist", "", "with --format stats, show the latency histogram of `FUNC`")
 	fs.IntVar(&f.depth, "depth", 0, fmt.Sprintf("show `N` levels of nested structs, 1 to %d (default 2)", maxDepth))
-	fs.IntVar(&f.maxBytes, "max-bytes", 0, fmt.Sprintf("show strings up to `N` bytes long, 1 to %d (default 64)", maxMaxBytes))
+	fs.IntVar(&f.maxBytes, "max-bytes", 0, fmt.Sprintf("capture sized buffers and show strings up to `N` bytes long, 1 to %d (default 64)", maxMaxBytes))
+	fs.Var(&f.buffers, "buf", "capture argument ARG of FUNC as a buffer of SIZEARG bytes, written `FUNC:ARG=SIZEARG` (repeatable; common pairs such as buf/count are found by name, docs/buffers.md)")
 	fs.BoolVar(&f.full, "full", false, "show every struct member and array element")
 	fs.StringVar(&f.color, "color", "auto", "colour the text: `WHEN` is auto (on a terminal, unless NO_COLOR is set), always or never")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress or notices on standard error, only errors and the summary at the end")
@@ -275,6 +277,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	var err error
 	cfg := trawl.Config{Patterns: patterns, Backend: f.backend, PIDs: f.pids, Comm: f.comm, Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
 	cfg.Decode.Depth, cfg.Decode.MaxBytes, cfg.Decode.Full = f.depth, f.maxBytes, f.full
+	cfg.Capture.BufferBytes, cfg.Capture.Buffers = f.maxBytes, f.buffers
 	if len(command) > 0 {
 		if child, err = startGated(command, stdout, stderr); err != nil {
 			return err

@@ -18,19 +18,37 @@ const (
 	srcStack = uint16(bpf.CaptureSrcFlagSRC_STACK)
 	capMem   = uint8(bpf.CaptureCapKindCAP_MEM)
 	capStr   = uint8(bpf.CaptureCapKindCAP_STR)
+	capBuf   = uint8(bpf.CaptureCapKindCAP_BUF)
+	capBufEx = uint8(bpf.CaptureCapKindCAP_BUF_EXIT)
+	capBufRt = uint8(bpf.CaptureCapKindCAP_BUF_RET)
 
 	planRegsInOrder = uint16(bpf.CapturePlanFlagPLAN_REGS_IN_ORDER)
+	planExitCaps    = uint16(bpf.CapturePlanFlagPLAN_EXIT_CAPS)
 )
 
 // CapturedArgs returns the indexes of the arguments whose memory the BPF
-// program copies, in the order of its captures: strings and pointers to
-// structs or unions with a budget, at most MaxCaps.
+// program copies, in the order of its captures: strings, pointers to
+// structs or unions and sized buffers with a budget, at most MaxCaps;
+// and last, the first buffer the function fills, copied at exit (the
+// program copies one at most, so that its exits need no loop).
 func CapturedArgs(p *plan.Plan) []int {
 	var idx []int
+	exit := -1
 	for i, a := range p.Args {
-		if (a.Class == plan.String || a.Class == plan.PtrStruct) && a.Budget > 0 && a.Slot < MaxSlots && len(idx) < MaxCaps {
+		if a.Budget == 0 || a.Slot >= MaxSlots || len(idx) == MaxCaps {
+			continue
+		}
+		switch {
+		case a.Class == plan.Buffer && a.Buffer.AtExit:
+			if exit < 0 {
+				exit = i
+			}
+		case a.Class == plan.String || a.Class == plan.PtrStruct || a.Class == plan.Buffer:
 			idx = append(idx, i)
 		}
+	}
+	if exit >= 0 && len(idx) < MaxCaps {
+		idx = append(idx, exit)
 	}
 	return idx
 }
@@ -70,8 +88,15 @@ func Wire(p *plan.Plan, arch plan.Arch) (bpf.CapturePlan, error) {
 		a := p.Args[arg]
 		c := &w.Caps[i]
 		c.Slot, c.Kind, c.Size = uint8(a.Slot), capMem, uint16(min(a.Budget, maxCap-1))
-		if a.Class == plan.String {
+		switch a.Class {
+		case plan.String:
 			c.Kind = capStr
+		case plan.Buffer:
+			n := p.Args[a.Buffer.LenArg]
+			c.Kind, c.LenSlot, c.LenSize = bufferKind(a.Buffer), uint8(n.Slot), uint8(n.Size)
+			if a.Buffer.AtExit {
+				w.Flags |= planExitCaps
+			}
 		}
 		w.NrCaps++
 	}
@@ -90,4 +115,16 @@ func inOrder(w bpf.CapturePlan, arch plan.Arch) bool {
 		}
 	}
 	return true
+}
+
+// bufferKind returns the capture kind of a sized buffer: at entry, at
+// exit, or at exit with the return value as its length.
+func bufferKind(b *plan.SizedBuffer) uint8 {
+	switch {
+	case b.RetLen:
+		return capBufRt
+	case b.AtExit:
+		return capBufEx
+	}
+	return capBuf
 }

@@ -275,6 +275,76 @@ static __always_inline long copy(struct frame *f, __u32 off, const struct cap *c
 	return n < 0 ? n : size;
 }
 
+/* Sized buffers (CAP_BUF*): a pointer argument and the argument holding
+ * its length, copied at entry, or at exit for a buffer the function fills. */
+
+/* buf_len returns the length in slot c->len_slot of f, as an unsigned
+ * integer of c->len_size bytes (1, 2, 4 or 8). */
+static __always_inline __u64 buf_len(struct frame *f, const struct cap *c)
+{
+	__u32 sh = (64 - 8 * c->len_size) & 63;
+
+	return f->rec.slots[c->len_slot & (MAX_SLOTS - 1)] << sh >> sh;
+}
+
+/* copy_buf copies len bytes of a sized buffer, at most c->size, into
+ * data[off...], from kernel memory or else from user memory. */
+static __always_inline long copy_buf(struct frame *f, __u32 off, const struct cap *c, __u64 ptr, __u64 len)
+{
+	__u32 size = c->size;
+	void *dst;
+	long n;
+
+	if (len < size)
+		size = len;
+	if (size > MAX_DATA - off)
+		size = MAX_DATA - off;
+	asm volatile("" : "+r"(off), "+r"(size));
+	size &= MAX_CAP - 1;
+	dst = &f->data[off & (MAX_DATA - 1)];
+	n = bpf_probe_read_kernel(dst, size, (void *)ptr);
+	if (n < 0)
+		n = bpf_probe_read_user(dst, size, (void *)ptr);
+	return n < 0 ? n : size;
+}
+
+/* capture_exit copies the buffer a function of plan p filled, the plan's
+ * last capture when PLAN_EXIT_CAPS is set (a plan has one at most, so
+ * that exits need no loop), after the entry's captures. */
+static __always_inline void capture_exit(struct frame *f, __u64 ret)
+{
+	const struct plan *p = bpf_map_lookup_elem(&plans, &f->rec.func);
+	__u32 off = f->rec.data_len, i;
+	const struct cap *c;
+	__u64 len;
+	long n;
+
+	if (!p || !(p->flags & PLAN_EXIT_CAPS))
+		return;
+	i = p->nr_caps - 1;
+	if (i >= MAX_CAPS || off >= MAX_DATA)
+		return;
+	c = &p->caps[i];
+	len = buf_len(f, c);
+	if (c->kind == CAP_BUF_RET) {
+		/* ret as a signed integer of ret_size bytes: none if negative. */
+		__u32 sh = (64 - 8 * p->ret_size) & 63;
+		__s64 v = (__s64)(ret << sh) >> sh;
+
+		if (v < 0)
+			len = 0;
+		else if (v < len)
+			len = v;
+	}
+	n = copy_buf(f, off, c, f->rec.slots[c->slot & (MAX_SLOTS - 1)], len);
+	if (n < 0) {
+		f->rec.cap_failed |= 1 << i;
+		n = 0;
+	}
+	f->rec.cap_len[i] = n;
+	f->rec.data_len = off + n;
+}
+
 /* entry_passes runs an arguments-only --filter expression at entry. */
 static __always_inline int entry_passes(struct frame *f)
 {
@@ -303,7 +373,9 @@ static __always_inline int capture(struct frame *f, const struct plan *p, __u64 
 			f->rec.flags |= REC_TRUNCATED;
 			break;
 		}
-		if (ptr)
+		if (ptr && c->kind >= CAP_BUF)
+			n = copy_buf(f, off, c, ptr, c->kind == CAP_BUF ? buf_len(f, c) : 0);
+		else if (ptr)
 			n = copy(f, off, c, ptr);
 		if (n < 0) {
 			f->rec.cap_failed |= 1 << i;
@@ -591,7 +663,7 @@ static __always_inline int exit_passes(__u32 func, __u64 dur, __u64 ret)
 static __always_inline void emit(struct frame *f, __u64 ret)
 {
 	int entry = f->rec.flags & REC_ENTRY;
-	__u32 len = f->rec.data_len;
+	__u32 len;
 
 	f->rec.exit_ts = bpf_ktime_get_ns();
 	f->rec.ret = ret;
@@ -608,7 +680,10 @@ static __always_inline void emit(struct frame *f, __u64 ret)
 		tally(f->rec.func, entry, f->rec.exit_ts - f->rec.entry_ts, ret);
 		return;
 	}
+	if (entry)
+		capture_exit(f, ret);
 	who(&f->rec);
+	len = f->rec.data_len;
 	if (len > MAX_DATA)
 		len = MAX_DATA;
 	if (bpf_ringbuf_output(&events, f, sizeof(f->rec) + len, 0))

@@ -20,12 +20,20 @@ enum limit {
 enum cap_kind {
 	CAP_MEM = 1, /* size bytes of memory */
 	CAP_STR = 2, /* a NUL-terminated string, at most size bytes */
+	/* Sized buffers: as many bytes as slot len_slot says, at most size.
+	 * The exit kinds come after every entry kind in a plan's caps. */
+	CAP_BUF = 3,      /* at entry */
+	CAP_BUF_EXIT = 4, /* at exit (a buffer the function fills) */
+	CAP_BUF_RET = 5,  /* at exit, as many bytes as a positive ret, at most the slot's */
 };
 
 struct cap {
 	__u8 slot; /* the slot holding the pointer */
 	__u8 kind;
 	__u16 size;
+	__u8 len_slot; /* sized buffers: the slot holding the length */
+	__u8 len_size; /* sized buffers: the length's size in bytes */
+	__u16 pad;
 };
 
 /* src of a kprobe slot: SRC_STACK set means an offset from the stack
@@ -44,6 +52,7 @@ enum err_kind {
 /* Flags of a plan. */
 enum plan_flag {
 	PLAN_REGS_IN_ORDER = 1, /* kprobes: slot i is argument register i, for every slot */
+	PLAN_EXIT_CAPS = 2,     /* some captures are made at exit (CAP_BUF_EXIT, CAP_BUF_RET) */
 };
 
 /* plan is what the program needs to know about one function. */

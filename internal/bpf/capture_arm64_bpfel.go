@@ -16,8 +16,11 @@ import (
 type CaptureCapKind uint32
 
 const (
-	CaptureCapKindCAP_MEM CaptureCapKind = 1
-	CaptureCapKindCAP_STR CaptureCapKind = 2
+	CaptureCapKindCAP_MEM      CaptureCapKind = 1
+	CaptureCapKindCAP_STR      CaptureCapKind = 2
+	CaptureCapKindCAP_BUF      CaptureCapKind = 3
+	CaptureCapKindCAP_BUF_EXIT CaptureCapKind = 4
+	CaptureCapKindCAP_BUF_RET  CaptureCapKind = 5
 )
 
 type CaptureErrKind uint32
@@ -103,10 +106,13 @@ type CapturePlan struct {
 	Flags   uint16
 	Src     [12]uint16
 	Caps    [12]struct {
-		_    structs.HostLayout
-		Slot uint8
-		Kind uint8
-		Size uint16
+		_       structs.HostLayout
+		Slot    uint8
+		Kind    uint8
+		Size    uint16
+		LenSlot uint8
+		LenSize uint8
+		Pad     uint16
 	}
 }
 
@@ -114,6 +120,7 @@ type CapturePlanFlag uint32
 
 const (
 	CapturePlanFlagPLAN_REGS_IN_ORDER CapturePlanFlag = 1
+	CapturePlanFlagPLAN_EXIT_CAPS     CapturePlanFlag = 2
 )
 
 type CaptureRecFlag uint32

@@ -20,6 +20,8 @@ import (
 	"math"
 	"math/bits"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cilium/ebpf/btf"
 )
@@ -279,6 +281,37 @@ func (d *Decoder) cstring(b []byte, open bool) render.Value {
 	}
 	v.Str = string(b)
 	return v
+}
+
+// Buffer decodes the sized buffer name: data are its first bytes, of n
+// in all. Printable text is a string of exactly those bytes, anything
+// else raw bytes; More counts the bytes not captured or not shown.
+func (d *Decoder) Buffer(name string, data []byte, n uint64) render.Value {
+	data = data[:min(uint64(len(data)), n)]
+	v := render.Value{Kind: render.KindBytes, Name: name}
+	if printable(data) {
+		v.Kind = render.KindString
+	}
+	if !d.opts.Full && len(data) > d.opts.MaxBytes {
+		data = data[:d.opts.MaxBytes]
+	}
+	v.Str = string(data)
+	v.More = int32(min(n-uint64(len(data)), math.MaxInt32))
+	return v
+}
+
+// printable says whether b is UTF-8 text of graphic characters, spaces,
+// tabs and line ends.
+func printable(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if !unicode.IsGraphic(r) && r != '\n' && r != '\t' && r != '\r' {
+			return false
+		}
+	}
+	return true
 }
 
 // bytes makes a Value of raw memory, cut to MaxBytes.

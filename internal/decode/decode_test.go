@@ -191,3 +191,27 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestBuffer(t *testing.T) {
+	d := decode.NewDecoder(decode.Options{MaxBytes: 8}, nil)
+	for _, tc := range []struct {
+		data []byte
+		n    uint64
+		kind render.Kind
+		str  string
+		more int32
+	}{
+		{[]byte("ping"), 4, render.KindString, "ping", 0},
+		{[]byte("pinghello"), 4, render.KindString, "ping", 0}, // never past the length
+		{[]byte("hi\n"), 3, render.KindString, "hi\n", 0},
+		{[]byte("a\x00b"), 3, render.KindBytes, "a\x00b", 0},
+		{[]byte("0123456789"), 100, render.KindString, "01234567", 92},
+		{[]byte{}, 0, render.KindString, "", 0},
+		{[]byte{0xff, 0xfe}, 2, render.KindBytes, "\xff\xfe", 0},
+	} {
+		v := d.Buffer("buf", tc.data, tc.n)
+		if v.Kind != tc.kind || v.Str != tc.str || v.More != tc.more || v.Name != "buf" {
+			t.Errorf("Buffer(%q, %d) = %s %q more %d, want %s %q more %d", tc.data, tc.n, v.Kind, v.Str, v.More, tc.kind, tc.str, tc.more)
+		}
+	}
+}

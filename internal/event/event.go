@@ -141,7 +141,7 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []render.Value) []render.Val
 		if off+n > len(r.Data) {
 			break
 		}
-		if n > 0 && r.CapFailed&(1<<i) == 0 {
+		if (n > 0 || p.Args[arg].Class == plan.Buffer) && r.CapFailed&(1<<i) == 0 {
 			data[arg] = r.Data[off : off+n]
 		}
 		off += n
@@ -156,6 +156,10 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []render.Value) []render.Val
 		if name == "" {
 			name = argName(i)
 		}
+		if a.Class == plan.Buffer && raw.Data != nil && raw.Slots[0] != 0 {
+			out = append(out, d.dec.Buffer(name, raw.Data, bufferLen(r, p, a.Buffer)))
+			continue
+		}
 		out = append(out, d.dec.Arg(name, a.Type, raw))
 	}
 	if p.Func.Proto == nil {
@@ -165,6 +169,24 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []render.Value) []render.Val
 		}
 	}
 	return out
+}
+
+// bufferLen returns the length of a sized buffer of call r: its size
+// argument, or the return value when that is what the function filled.
+func bufferLen(r *Record, p *plan.Plan, b *plan.SizedBuffer) uint64 {
+	n := p.Args[b.LenArg]
+	size := r.Slots[n.Slot]
+	if n.Size < 8 {
+		size &= 1<<(8*n.Size) - 1
+	}
+	if b.RetLen {
+		ret := int64(r.Ret)
+		if p.Ret.Size < 8 {
+			ret = int64(r.Ret<<(64-8*p.Ret.Size)) >> (64 - 8*p.Ret.Size)
+		}
+		return min(uint64(max(ret, 0)), size)
+	}
+	return size
 }
 
 // argNames are the names of arguments BTF leaves unnamed, and of the raw

@@ -25,9 +25,10 @@ const (
 	Ptr                    // any other pointer: the address only
 	Struct                 // struct or union by value, Size bytes in NumSlots slots
 	Float                  // floating point (never in practice: the kernel has no FPU code)
+	Buffer                 // char, u8 or void pointer with a size argument: copy that many bytes, up to Budget (see Arg.Buffer)
 )
 
-var classNames = [...]string{"void", "signed", "unsigned", "bool", "enum", "string", "ptr-struct", "ptr", "struct", "float"}
+var classNames = [...]string{"void", "signed", "unsigned", "bool", "enum", "string", "ptr-struct", "ptr", "struct", "float", "buffer"}
 
 func (c Class) String() string {
 	if int(c) < len(classNames) {

@@ -29,6 +29,11 @@ type Options struct {
 	// StringBudget caps the bytes copied of a char * string. 0 means
 	// DefaultStringBudget.
 	StringBudget int
+	// BufferBudget caps the bytes copied of a sized buffer (see
+	// BufferPairs). 0 means DefaultBufferBudget.
+	BufferBudget int
+	// Buffers name sized buffers BufferPairs does not find.
+	Buffers []BufferSpec
 }
 
 // Plan is the capture plan of one kernel function.
@@ -61,8 +66,8 @@ type Arg struct {
 	// Size is the size of the value itself, in bytes: 1 to 8 for scalars
 	// and pointers, the struct size for a struct by value.
 	Size int
-	// Budget is how many bytes to copy behind a pointer (Class String or
-	// PtrStruct), 0 for other classes.
+	// Budget is how many bytes to copy behind a pointer (Class String,
+	// PtrStruct or Buffer), 0 for other classes.
 	Budget int
 	// Slot is the first trampoline context slot of the argument.
 	Slot int
@@ -71,6 +76,8 @@ type Arg struct {
 	NumSlots int
 	// Kprobe is where the argument lives at function entry, per Arch.
 	Kprobe [numArch]Loc
+	// Buffer, for Class Buffer, tells how the buffer's length is known.
+	Buffer *SizedBuffer
 }
 
 // Ret is the return value of a plan.
@@ -88,6 +95,9 @@ func New(fn *kernel.Function, opts Options) (*Plan, error) {
 	}
 	if opts.StringBudget <= 0 {
 		opts.StringBudget = DefaultStringBudget
+	}
+	if opts.BufferBudget <= 0 {
+		opts.BufferBudget = DefaultBufferBudget
 	}
 	p := &Plan{Func: fn}
 	if fn.Proto == nil {
@@ -115,6 +125,9 @@ func New(fn *kernel.Function, opts Options) (*Plan, error) {
 		a.Slot = p.NumSlots
 		p.NumSlots += a.NumSlots
 		p.Args[i] = a
+	}
+	if err := pairBuffers(p, opts.Buffers, opts.BufferBudget); err != nil {
+		return nil, err
 	}
 	placeAMD64(p.Args, p.Ret)
 	placeARM64(p.Args)
