@@ -68,11 +68,22 @@ var knownCalls = []struct {
 	{"vfs_read", "sized buffer filled by the call: the bytes read, at exit", func(c map[string]any) error {
 		return errors.Join(wantArg(c, "buf", "ping"), wantArg(c, "count", 64.0), wantRet(c, 4.0))
 	}},
+	{"inet_csk_listen_start", "--show of the socket's local port", func(c map[string]any) error {
+		show, _ := c["show"].(map[string]any)
+		return want("show "+showPort, show[showPort], float64(listenPort))
+	}},
 	{"kfree_skb_reason", "enum argument", wantDropReason},
 	{"sk_skb_reason_drop", "enum argument", wantDropReason},
 }
 
 var openPath = "/tmp/trawl-capture-test"
+
+// showPort is the --show expression of TestCaptureKnownValues, and
+// listenPort the port the workload listens on.
+var (
+	showPort   = "sk->__sk_common.skc_num"
+	listenPort int
+)
 
 func wantDropReason(c map[string]any) error {
 	return wantArg(c, "reason", "SKB_DROP_REASON_NO_SOCKET")
@@ -117,7 +128,7 @@ func TestCaptureKnownValues(t *testing.T) {
 	cat, patterns := knownPatterns(t)
 	for _, backend := range trawl.Backends[1:] { // all but auto
 		t.Run(backend, func(t *testing.T) {
-			calls, skipped := capture(t, trawl.Config{Patterns: patterns, Backend: backend, PIDs: []int{os.Getpid()}})
+			calls, skipped := capture(t, trawl.Config{Patterns: patterns, Backend: backend, PIDs: []int{os.Getpid()}, Show: []string{showPort}})
 			for _, k := range knownCalls {
 				t.Run(k.fn, func(t *testing.T) {
 					if len(cat.Lookup(k.fn)) == 0 {
@@ -292,6 +303,14 @@ func workload(t *testing.T) {
 	unix.Read(pipe[0], bytes.Repeat([]byte("X"), 64))
 	unix.Close(pipe[0])
 	unix.Close(pipe[1])
+
+	// inet_csk_listen_start of a socket bound to a port the kernel picks.
+	if l, err := net.Listen("tcp4", "127.0.0.1:0"); err == nil {
+		listenPort = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	} else {
+		t.Errorf("listen: %v", err)
+	}
 
 	// An skb dropped for want of a socket: UDP to a closed port.
 	if c, err := net.Dial("udp", "127.0.0.1:9"); err == nil {

@@ -47,6 +47,13 @@ type Config struct {
 	// satisfy (see docs/filter.md). Functions lacking a name it
 	// uses are left out, with a notice.
 	Filter string
+	// Show are expressions over arguments and ret, in the language of
+	// Filter, whose values each call shows (Call.Show), read in the
+	// kernel when the function returns: `sk->__sk_common.skc_num`,
+	// `file->f_path.dentry->d_name.name` (a char * or char array is read
+	// as a string). At most 8. A function lacking a name an expression
+	// uses is traced without it, with a notice.
+	Show []string
 	// Capture sets how much memory behind pointer arguments is captured.
 	Capture CaptureOptions
 	// Decode sets how much of each value is decoded and shown.
@@ -212,6 +219,7 @@ func (cfg Config) internal() (session.Config, error) {
 		Comm:           cfg.Comm,
 		Cgroup:         cfg.Cgroup,
 		Filter:         cfg.Filter,
+		Show:           cfg.Show,
 		MinDuration:    cfg.MinDuration,
 		Errors:         cfg.Errors,
 		Budgets:        cfg.Capture.budgets(),

@@ -100,6 +100,11 @@ func (p *ChromeJSON) Call(c *Call) error {
 		b = appendJSONArgs(b, c.Args)
 		b = append(b, ',')
 	}
+	if len(c.Show) > 0 {
+		b = append(b, `"show":`...)
+		b = appendJSONShow(b, c.Show)
+		b = append(b, ',')
+	}
 	if c.Ret.Kind != KindNone {
 		b = append(b, `"ret":`...)
 		b = appendJSONValue(b, &c.Ret)

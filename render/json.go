@@ -91,6 +91,10 @@ func (j *JSON) Call(c *Call) error {
 			b = appendJSONString(b, c.Ret.Str)
 		}
 	}
+	if len(c.Show) > 0 {
+		b = append(b, `,"show":`...)
+		b = appendJSONShow(b, c.Show)
+	}
 	if c.Duration != 0 {
 		b = append(b, `,"duration_ns":`...)
 		b = strconv.AppendUint(b, c.Duration, 10)
@@ -118,6 +122,21 @@ func appendJSONArgs(b []byte, args []Value) []byte {
 		b = appendName(b, args[i].Name, i) // C identifiers need no escaping
 		b = append(b, `":`...)
 		b = appendJSONValue(b, &args[i])
+	}
+	return append(b, '}')
+}
+
+// appendJSONShow appends the --show values as an object keyed by their
+// expressions.
+func appendJSONShow(b []byte, show []Value) []byte {
+	b = append(b, '{')
+	for i := range show {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, show[i].Name)
+		b = append(b, ':')
+		b = appendJSONValue(b, &show[i])
 	}
 	return append(b, '}')
 }

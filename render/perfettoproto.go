@@ -347,6 +347,13 @@ func (p *PerfettoProto) appendAnnotations(b []byte, c *Call) []byte {
 		}
 		b = appendClose(b, ann)
 	}
+	if len(c.Show) > 0 {
+		b, ann = p.openAnnotation(b, eventDebug, "show")
+		for i := range c.Show {
+			b = p.appendValue(b, debugDictEntries, c.Show[i].Name, &c.Show[i])
+		}
+		b = appendClose(b, ann)
+	}
 	if c.Ret.Kind != KindNone {
 		b = p.appendValue(b, eventDebug, "ret", &c.Ret)
 		if c.Ret.Kind == KindErrno && c.Ret.Str != "" {

@@ -31,6 +31,10 @@ type Call struct {
 	Module   string // "" for vmlinux
 	// Args are the decoded arguments, Name set to the parameter name.
 	Args []Value
+	// Show are the values of the --show expressions (Config.Show), Name
+	// set to the expression, in their order; KindUnknown where the
+	// memory could not be read.
+	Show []Value
 	// Ret is the decoded return value; KindNone for void functions and
 	// calls whose exit was not seen.
 	Ret Value

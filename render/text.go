@@ -136,6 +136,15 @@ func (f *formatter) appendCall(b []byte, c *Call) []byte {
 		b = append(b, " = "...)
 		b = f.appendValue(b, &c.Ret)
 	}
+	for i := range c.Show {
+		if i == 0 {
+			b = append(b, " |"...)
+		}
+		b = append(b, ' ')
+		b = append(b, c.Show[i].Name...)
+		b = append(b, '=')
+		b = f.appendValue(b, &c.Show[i])
+	}
 	if c.Flags&Missed != 0 {
 		b = f.color(b, colNote)
 		b = append(b, " [missed events]"...)

@@ -47,6 +47,7 @@ func (t *Tree) Call(c *Call) error {
 	}
 	cp := *c
 	cp.Args = slices.Clone(c.Args)
+	cp.Show = slices.Clone(c.Show)
 	pending = append(pending, cp)
 	if c.Depth > 0 && len(pending) < maxBuffered {
 		t.tasks[c.TID] = pending

@@ -31,6 +31,9 @@ type Target struct {
 	ID     uint32
 	Plan   *plan.Plan
 	Filter asm.Instructions
+	// Show is the function's compiled --show expressions, nil without
+	// any; SpliceFilter puts it into a program too.
+	Show asm.Instructions
 }
 
 // Progress is told, each time functions are attached or skipped, how

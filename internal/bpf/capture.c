@@ -30,6 +30,7 @@ volatile const __u32 filter_errors = 0; /* only calls returning an error */
 volatile const __u32 filter_at = 0;     /* where trawl_filter runs: FILTER_AT_* */
 volatile const __u32 ip_bits = 1;       /* func_ips has 1 << ip_bits entries */
 volatile const __u32 aggregate = 0;     /* --stats: count calls in stats, send none */
+volatile const __u32 show_on = 0;       /* some plans have PLAN_SHOW (--show) */
 
 /* armed is set by the loader once every link is attached, and cleared
  * when the trace stops. Entries are only traced while it is set, so a stop
@@ -218,6 +219,18 @@ __noinline int trawl_filter(struct record *r)
 	/* Keep the compiler from assuming the result. */
 	asm volatile("" : "+r"(r));
 	return r != 0;
+}
+
+/* --show: expressions compiled per function by internal/filter into the
+ * body of trawl_show, which the loader splices in as for trawl_filter. It
+ * runs when a framed call returns, after its captures, and appends the
+ * values to the frame's data. Being global, it is verified on its own,
+ * against this prototype: f may be NULL, and its whole frame is writable. */
+__noinline int trawl_show(struct frame *f)
+{
+	/* Keep the compiler from assuming the result. */
+	asm volatile("" : "+r"(f));
+	return f != 0;
 }
 
 /* wanted runs the task filters: pid, cgroup and comm. */
@@ -682,6 +695,8 @@ static __always_inline void emit(struct frame *f, __u64 ret)
 	}
 	if (entry)
 		capture_exit(f, ret);
+	if (entry && show_on)
+		trawl_show(f);
 	who(&f->rec);
 	len = f->rec.data_len;
 	if (len > MAX_DATA)
@@ -818,7 +833,7 @@ static __always_inline void enter(void *ctx, struct call *c, __u32 d, const stru
 
 	/* A call needs a frame to copy memory, or to give a --filter
 	 * expression a record to read. */
-	if (!(nr_caps || filter_at) || !(f = new_frame(c, d)))
+	if (!(nr_caps || filter_at || p->flags & PLAN_SHOW) || !(f = new_frame(c, d)))
 		return;
 	if (kprobe)
 		__builtin_memcpy(f->rec.slots, c->slots, sizeof(c->slots));

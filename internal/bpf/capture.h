@@ -53,6 +53,7 @@ enum err_kind {
 enum plan_flag {
 	PLAN_REGS_IN_ORDER = 1, /* kprobes: slot i is argument register i, for every slot */
 	PLAN_EXIT_CAPS = 2,     /* some captures are made at exit (CAP_BUF_EXIT, CAP_BUF_RET) */
+	PLAN_SHOW = 4,          /* trawl_show has --show expressions for the function */
 };
 
 /* plan is what the program needs to know about one function. */

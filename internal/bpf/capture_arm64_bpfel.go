@@ -121,6 +121,7 @@ type CapturePlanFlag uint32
 const (
 	CapturePlanFlagPLAN_REGS_IN_ORDER CapturePlanFlag = 1
 	CapturePlanFlagPLAN_EXIT_CAPS     CapturePlanFlag = 2
+	CapturePlanFlagPLAN_SHOW          CapturePlanFlag = 4
 )
 
 type CaptureRecFlag uint32
@@ -209,6 +210,7 @@ const (
 	CaptureVarIpBits                = "ip_bits"
 	CaptureVarMinDuration           = "min_duration"
 	CaptureVarShared                = "shared"
+	CaptureVarShowOn                = "show_on"
 )
 
 // LoadCapture returns the embedded CollectionSpec for Capture.
@@ -293,6 +295,7 @@ type CaptureVariableSpecs struct {
 	IpBits       *ebpf.VariableSpec `ebpf:"ip_bits"`
 	MinDuration  *ebpf.VariableSpec `ebpf:"min_duration"`
 	Shared       *ebpf.VariableSpec `ebpf:"shared"`
+	ShowOn       *ebpf.VariableSpec `ebpf:"show_on"`
 }
 
 // CaptureObjects contains all objects after they have been loaded into the kernel.
@@ -356,6 +359,7 @@ type CaptureVariables struct {
 	IpBits       *ebpf.Variable `ebpf:"ip_bits"`
 	MinDuration  *ebpf.Variable `ebpf:"min_duration"`
 	Shared       *ebpf.Variable `ebpf:"shared"`
+	ShowOn       *ebpf.Variable `ebpf:"show_on"`
 }
 
 // CapturePrograms contains all programs after they have been loaded into the kernel.

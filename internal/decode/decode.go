@@ -266,6 +266,10 @@ func (d *Decoder) pointee(target btf.Type, data []byte) render.Value {
 	return d.value(u, be, data, 0)
 }
 
+// CString decodes a NUL-terminated string read into b, cut by b's end
+// if it has no NUL.
+func (d *Decoder) CString(b []byte) render.Value { return d.cstring(b, true) }
+
 // cstring makes a string Value of the bytes up to the first NUL. Without a
 // NUL the string is marked Truncated if open says it may go on.
 func (d *Decoder) cstring(b []byte, open bool) render.Value {

@@ -7,6 +7,7 @@
 package event
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"unsafe"
@@ -16,6 +17,7 @@ import (
 	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/decode"
+	"github.com/trawl-dev/trawl/internal/filter"
 	"github.com/trawl-dev/trawl/internal/plan"
 	"github.com/trawl-dev/trawl/render"
 )
@@ -71,6 +73,8 @@ type Decoder struct {
 	data [][]byte
 	// comms interns task names: a session sees few, each in many records.
 	comms map[[16]int8]string
+	// shows holds, per plan, the layout of its --show values.
+	shows []filter.Block
 }
 
 // rawArgs is how many argument registers are shown for a function without
@@ -114,6 +118,7 @@ func (d *Decoder) Call(r *Record, c *render.Call) error {
 		Module: p.Func.Module,
 		Depth:  int(r.Depth),
 		Args:   c.Args[:0],
+		Show:   c.Show[:0],
 	}
 	if r.Flags&recEntry == 0 {
 		c.TS = r.ExitTs
@@ -121,6 +126,7 @@ func (d *Decoder) Call(r *Record, c *render.Call) error {
 	} else {
 		c.Duration = r.ExitTs - r.EntryTs
 		c.Args = d.args(r, p, c.Args)
+		c.Show = d.show(r, c.Show)
 	}
 	if r.Flags&recTruncated != 0 {
 		c.Flags |= render.Missed
@@ -167,6 +173,41 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []render.Value) []render.Val
 		for i := range rawArgs {
 			out = append(out, render.Value{Kind: render.KindUint, Name: argName(i), Bits: r.Slots[i], Flags: render.Hex})
 		}
+	}
+	return out
+}
+
+// Show sets the layout of each plan's --show values, by plan index.
+func (d *Decoder) Show(blocks []filter.Block) { d.shows = blocks }
+
+// show decodes the --show values of r: the block after its captures,
+// when the program appended one.
+func (d *Decoder) show(r *Record, out []render.Value) []render.Value {
+	if int(r.Func) >= len(d.shows) || len(d.shows[r.Func].Fields) == 0 {
+		return out
+	}
+	b := d.shows[r.Func]
+	off := 0
+	for i := range d.caps[r.Func] {
+		off += int(r.CapLen[i])
+	}
+	if len(r.Data)-off < b.Size {
+		return out
+	}
+	data := r.Data[off : off+b.Size]
+	mask := binary.LittleEndian.Uint64(data)
+	for i, f := range b.Fields {
+		var v render.Value
+		switch {
+		case mask&(1<<i) == 0:
+			v = render.Value{Kind: render.KindUnknown}
+		case f.String:
+			v = d.dec.CString(data[f.Off : f.Off+filter.ShowString])
+		default:
+			v = d.dec.Value(f.Type, data[f.Off:f.Off+8])
+		}
+		v.Name = f.Expr
+		out = append(out, v)
 	}
 	return out
 }

@@ -17,6 +17,9 @@ type machine struct {
 	kernel map[uint64][]byte // address -> bytes there
 	user   map[uint64][]byte
 	steps  int
+	// writeRecord lets the program write the record (--show writes its
+	// frame), not only the stack.
+	writeRecord bool
 }
 
 const (
@@ -120,7 +123,7 @@ func (m *machine) run(prog asm.Instructions) (uint64, error) {
 				}
 				v = regs[ins.Src]
 			}
-			if ins.Dst != asm.RFP {
+			if ins.Dst != asm.RFP && !m.writeRecord {
 				return 0, fmt.Errorf("insn %d (%v): store outside the stack", pc, ins)
 			}
 			b, err := mem(regs[ins.Dst]+uint64(int64(ins.Offset)), ins.OpCode.Size().Sizeof())
@@ -216,10 +219,18 @@ func find(space map[uint64][]byte, addr uint64, n int) ([]byte, bool) {
 // call runs a helper: the probe reads, with the kernel's semantics.
 func (m *machine) call(fn asm.BuiltinFunc, regs *[11]uint64, stack []byte) error {
 	dst, size, src := regs[asm.R1], int(regs[asm.R2]), regs[asm.R3]
-	if dst < stackTop-stackSize || dst+uint64(size) > stackTop || size <= 0 {
-		return fmt.Errorf("%v into %d bytes at fp%+d, outside the stack", fn, size, int64(dst-stackTop))
+	var out []byte
+	switch {
+	case size <= 0:
+		return fmt.Errorf("%v of %d bytes", fn, size)
+	case dst >= stackTop-stackSize && dst+uint64(size) <= stackTop:
+		out = stack[dst-(stackTop-stackSize):][:size]
+	case m.writeRecord && dst >= recordBase && dst+uint64(size) <= recordBase+uint64(len(m.record)):
+		// --show writes strings into the frame.
+		out = m.record[dst-recordBase:][:size]
+	default:
+		return fmt.Errorf("%v into %d bytes at %#x, outside the stack and the record", fn, size, dst)
 	}
-	out := stack[dst-(stackTop-stackSize):][:size]
 	space := m.kernel
 	if fn == asm.FnProbeReadUserStr {
 		space = m.user

@@ -39,6 +39,7 @@ type Config struct {
 	Backend              string
 	PIDs                 []int
 	Comm, Cgroup, Filter string
+	Show                 []string
 	MinDuration          time.Duration
 	Errors               bool
 	Budgets              plan.Options
@@ -67,6 +68,7 @@ type Session struct {
 	plans     []*plan.Plan
 	targets   []backend.Target
 	flt       *filters
+	show      *shows
 	capture   backend.Capture
 	attached  *backend.Attachment
 	fork      link.Link
@@ -136,6 +138,9 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe Probe) error {
 		return err
 	}
 	s.flt = flt
+	if s.show, err = newShows(cfg.Show, cat); err != nil {
+		return err
+	}
 	if s.Selection, err = selector.Select(cat, cfg.Patterns); err != nil {
 		return err
 	}
@@ -179,10 +184,15 @@ func (s *Session) plan(cfg Config) error {
 			s.flt.leaveOut(reason, fn.Name)
 			continue
 		}
-		s.targets = append(s.targets, backend.Target{ID: uint32(len(s.plans)), Plan: p, Filter: body})
+		t := backend.Target{ID: uint32(len(s.plans)), Plan: p, Filter: body}
+		if err := s.show.target(&t); err != nil {
+			return err
+		}
+		s.targets = append(s.targets, t)
 		s.plans = append(s.plans, p)
 	}
 	s.flt.notify(cfg.Notify)
+	s.show.notify(cfg.Notify)
 	if len(s.targets) == 0 && len(s.flt.skips) > 0 {
 		return s.flt.noneLeft(len(sel.Selected))
 	}
@@ -207,6 +217,9 @@ func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
 		return err
 	}
 	if err := configure(spec, cfg, len(s.targets)); err != nil {
+		return err
+	}
+	if err := s.show.configure(spec); err != nil {
 		return err
 	}
 	if err := s.flt.configure(spec, s.targets); err != nil {
@@ -238,6 +251,9 @@ func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
 		w, err := backend.Wire(t.Plan, arch)
 		if err != nil {
 			return err
+		}
+		if t.Show != nil {
+			w.Flags |= uint16(bpf.CapturePlanFlagPLAN_SHOW)
 		}
 		if err := layouts.Put(t.ID, &w); err != nil {
 			return fmt.Errorf("store the capture layout of %s: %w", t.Plan.Func.Name, err)
@@ -278,6 +294,7 @@ func (s *Session) arm(cfg Config) error {
 		return fmt.Errorf("read kernel symbols: %w", err)
 	}
 	s.decoder = event.NewDecoder(s.plans, cfg.Values, sym)
+	s.decoder.Show(s.show.blocks)
 	return nil
 }
 

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package filter
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/plan"
+)
+
+// ShowStub is the function of the capture program whose body the --show
+// expressions replace (trawl_show in internal/bpf/capture.c).
+const ShowStub = "trawl_show"
+
+// ShowString is the most bytes of a string a --show expression reads.
+const ShowString = 64
+
+// Where the frame keeps its data (struct frame of capture.h: the record,
+// then the data).
+var (
+	dataLenOff = int16(unsafe.Offsetof(bpf.CaptureRecord{}.DataLen))
+	dataOff    = int32(unsafe.Sizeof(bpf.CaptureRecord{}))
+	maxData    = int32(bpf.CaptureLimitMAX_DATA)
+)
+
+// A register of the show body besides R6: where the values go.
+const rDst = asm.R7
+
+// Shown is one --show expression as a function's show block holds it:
+// Off bytes into the block, a value of Type (8 bytes, extended to 64
+// bits), or if String a NUL-terminated string of at most ShowString bytes.
+type Shown struct {
+	Expr   string
+	Type   btf.Type
+	String bool
+	Off    int
+}
+
+// Block is the layout of the values a function's show body appends to its
+// frame's data: an 8-byte mask of the values read (bit i: Fields[i]), then
+// the values. Size is its size in bytes.
+type Block struct {
+	Fields []Shown
+	Size   int
+}
+
+// CompileShow compiles the --show expressions for the function of plan p
+// into a show body: code that expects the frame in R6 (not NULL), and
+// appends a Block of their values to its data. Expressions naming what p
+// lacks are left out, their errors returned in missing (a *Error each).
+// Without any expression left, body is nil.
+func CompileShow(exprs []*Expr, p *plan.Plan, consts Constants) (body asm.Instructions, block Block, missing []error, err error) {
+	block.Size = 8
+	c := &compiler{p: p, consts: consts}
+	var code builder
+	for i, e := range exprs {
+		c.e, c.b, c.temps = e, builder{}, 0
+		c.fail = c.b.label()
+		f, err := c.show(e, len(block.Fields), block.Size)
+		if err != nil {
+			missing = append(missing, err)
+			continue
+		}
+		c.b.place(c.fail)
+		c.b.emit(asm.Mov.Imm(asm.R0, 0)) // the label needs an instruction
+		insns, err := c.b.finish()
+		if err != nil {
+			return nil, Block{}, nil, fmt.Errorf("--show %s: %w", exprs[i].Src, err)
+		}
+		code.emit(insns...)
+		block.Fields = append(block.Fields, f)
+		if f.String {
+			block.Size += ShowString
+		} else {
+			block.Size += 8
+		}
+	}
+	if len(block.Fields) == 0 {
+		return nil, Block{}, missing, nil
+	}
+	var b builder
+	end := b.label()
+	b.emit(asm.LoadMem(rDst, rRec, dataLenOff, asm.Half))
+	b.jump(asm.JGT.Imm(rDst, maxData-int32(block.Size), ""), end)
+	b.emit(
+		asm.Add.Reg(rDst, rRec),
+		asm.Add.Imm(rDst, dataOff),
+		asm.Mov.Imm(asm.R1, 0),
+		asm.StoreMem(rDst, 0, asm.R1, asm.DWord),
+	)
+	b.emit(code.insns...)
+	b.emit(
+		asm.LoadMem(asm.R1, rRec, dataLenOff, asm.Half),
+		asm.Add.Imm(asm.R1, int32(block.Size)),
+		asm.StoreMem(rRec, dataLenOff, asm.R1, asm.Half),
+	)
+	b.place(end)
+	b.emit(asm.Mov.Imm(asm.R0, 0), asm.Return())
+	body, err = b.finish()
+	return body, block, missing, err
+}
+
+// show compiles expression e, the i-th of the block, whose value goes off
+// bytes into it; on a failed read it goes to c.fail.
+func (c *compiler) show(e *Expr, i, off int) (Shown, error) {
+	f := Shown{Expr: e.Src, Off: off}
+	n := e.Root
+	if n.Op == "" && n.IsStr {
+		return f, c.errorf(n, "a string constant shows nothing")
+	}
+	if n.Op == "->" || n.Op == "." || c.isOperand(n) {
+		x, err := c.lvalue(n)
+		if err != nil {
+			return f, err
+		}
+		f.Type = x.t
+		if c.isString(x) {
+			f.String = true
+			return f, c.showString(n, x, i, off)
+		}
+		if _, err := c.load(n, x); err != nil {
+			return f, err
+		}
+	} else {
+		v, err := c.value(n)
+		if err != nil {
+			return f, err
+		}
+		if v.isConst {
+			c.b.emit(asm.LoadImm(asm.R0, v.c, asm.DWord))
+		}
+		f.Type = &btf.Int{Name: "long", Size: 8, Encoding: btf.Signed}
+		if !v.signed && !v.isConst {
+			f.Type = &btf.Int{Name: "unsigned long", Size: 8}
+		}
+	}
+	c.b.emit(asm.StoreMem(rDst, int16(off), asm.R0, asm.DWord))
+	c.mark(i)
+	return f, nil
+}
+
+// isString says whether x is a char pointer, or a char array in kernel
+// memory.
+func (c *compiler) isString(x lval) bool {
+	var elem btf.Type
+	switch u := btf.UnderlyingType(x.t).(type) {
+	case *btf.Pointer:
+		elem = u.Target
+	case *btf.Array:
+		if x.rec {
+			return false
+		}
+		elem = u.Type
+	default:
+		return false
+	}
+	i, ok := btf.UnderlyingType(elem).(*btf.Int)
+	return ok && i.Size == 1 && (i.Encoding&btf.Char != 0 || i.Name == "char")
+}
+
+// showString reads the string at x into the block.
+func (c *compiler) showString(n *Node, x lval, i, off int) error {
+	if _, ok := btf.UnderlyingType(x.t).(*btf.Pointer); ok {
+		if _, err := c.load(n, x); err != nil {
+			return err
+		}
+		c.b.emit(asm.Mov.Reg(asm.R3, asm.R0))
+	} else {
+		// A char array: R0 holds the address of what holds it.
+		c.b.emit(asm.Mov.Reg(asm.R3, asm.R0), asm.Add.Imm(asm.R3, int32(x.off)))
+	}
+	// Kernel memory, or else user memory (a char * may be either).
+	read := func(fn asm.BuiltinFunc) {
+		c.b.emit(
+			asm.LoadMem(asm.R3, asm.RFP, readOff, asm.DWord),
+			asm.Mov.Reg(asm.R1, rDst),
+			asm.Add.Imm(asm.R1, int32(off)),
+			asm.Mov.Imm(asm.R2, ShowString),
+			fn.Call(),
+		)
+	}
+	c.b.emit(asm.StoreMem(asm.RFP, readOff, asm.R3, asm.DWord))
+	read(asm.FnProbeReadKernelStr)
+	done := c.b.label()
+	c.b.jump(asm.JSGE.Imm(asm.R0, 0, ""), done)
+	read(asm.FnProbeReadUserStr)
+	c.b.jump(asm.JSLT.Imm(asm.R0, 0, ""), c.fail)
+	c.b.place(done)
+	c.mark(i)
+	return nil
+}
+
+// mark sets bit i of the block's mask.
+func (c *compiler) mark(i int) {
+	c.b.emit(
+		asm.LoadMem(asm.R1, rDst, 0, asm.DWord),
+		asm.Or.Imm(asm.R1, int32(1)<<i),
+		asm.StoreMem(rDst, 0, asm.R1, asm.DWord),
+	)
+}

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package filter
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/trawl-dev/trawl/internal/bpf"
+)
+
+func TestShow(t *testing.T) {
+	fx := loadFixture(t)
+	openat := fx.plan(t, "do_sys_openat2") // (int dfd, const char *filename, struct open_how *how)
+	const how, name = 0x3000, 0x4000
+	var exprs []*Expr
+	for _, src := range []string{"how->mode", "filename", "-dfd", "how->flags", "sk->sk_mark"} {
+		e, err := Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exprs = append(exprs, e)
+	}
+	body, block, missing, err := CompileShow(exprs, openat, fx.consts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(missing) != 1 || !errors.Is(missing[0], ErrMissing) {
+		t.Errorf("missing: %v, want sk->sk_mark's", missing)
+	}
+	if len(block.Fields) != 4 || block.Size != 8+8+ShowString+8+8 || !block.Fields[1].String {
+		t.Fatalf("block %+v", block)
+	}
+	prog, err := Program([]Func{{ID: 3, Body: body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A frame with 5 bytes of captures; open_how {flags u64, mode u64}.
+	frame := make([]byte, int(bpf.CaptureLimitMAX_DATA)+int(dataOff)+512)
+	binary.LittleEndian.PutUint32(frame[funcOff:], 3)
+	binary.LittleEndian.PutUint16(frame[dataLenOff:], 5)
+	binary.LittleEndian.PutUint64(frame[int(slotsOff):], uint64(0xffffff9c)) // AT_FDCWD as an int
+	binary.LittleEndian.PutUint64(frame[int(slotsOff)+8:], name)
+	binary.LittleEndian.PutUint64(frame[int(slotsOff)+16:], how)
+	m := &machine{record: frame, writeRecord: true,
+		kernel: map[uint64][]byte{how: mem(16, 8, binary.LittleEndian.AppendUint64(nil, 0o640))},
+		user:   map[uint64][]byte{name: []byte("/tmp/x\x00")},
+	}
+	if _, err := m.run(prog); err != nil {
+		t.Fatalf("%v\n%v", err, prog)
+	}
+	if n := binary.LittleEndian.Uint16(frame[dataLenOff:]); int(n) != 5+block.Size {
+		t.Errorf("data_len %d, want %d", n, 5+block.Size)
+	}
+	b := frame[int(dataOff)+5:]
+	if mask := binary.LittleEndian.Uint64(b); mask != 0b1111 {
+		t.Errorf("mask %b", mask)
+	}
+	u64 := func(f int) uint64 { return binary.LittleEndian.Uint64(b[block.Fields[f].Off:]) }
+	if u64(0) != 0o640 || int64(u64(2)) != 100 || u64(3) != 0 {
+		t.Errorf("values %#x %d %d", u64(0), int64(u64(2)), u64(3))
+	}
+	if s := string(b[block.Fields[1].Off:][:7]); s != "/tmp/x\x00" {
+		t.Errorf("filename %q", s)
+	}
+
+	// A frame whose data is full gets no block.
+	binary.LittleEndian.PutUint16(frame[dataLenOff:], uint16(bpf.CaptureLimitMAX_DATA)-10)
+	if _, err := m.run(prog); err != nil {
+		t.Fatal(err)
+	}
+	if n := binary.LittleEndian.Uint16(frame[dataLenOff:]); n != uint16(bpf.CaptureLimitMAX_DATA)-10 {
+		t.Errorf("data_len %d after a full frame", n)
+	}
+}
