@@ -72,6 +72,9 @@ var knownCalls = []struct {
 		show, _ := c["show"].(map[string]any)
 		return want("show "+showPort, show[showPort], float64(listenPort))
 	}},
+	{"inet_stream_connect", "a socket address as address:port", func(c map[string]any) error {
+		return wantArg(c, "uaddr", fmt.Sprintf("127.0.0.1:%d", listenPort))
+	}},
 	{"kfree_skb_reason", "enum argument", wantDropReason},
 	{"sk_skb_reason_drop", "enum argument", wantDropReason},
 }
@@ -307,6 +310,12 @@ func workload(t *testing.T) {
 	// inet_csk_listen_start of a socket bound to a port the kernel picks.
 	if l, err := net.Listen("tcp4", "127.0.0.1:0"); err == nil {
 		listenPort = l.Addr().(*net.TCPAddr).Port
+		// inet_stream_connect to it.
+		if c, err := net.Dial("tcp4", l.Addr().String()); err == nil {
+			c.Close()
+		} else {
+			t.Errorf("connect: %v", err)
+		}
 		l.Close()
 	} else {
 		t.Errorf("listen: %v", err)

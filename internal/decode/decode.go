@@ -365,6 +365,9 @@ func (d *Decoder) array(a *btf.Array, raw []byte, depth int) render.Value {
 
 // composite decodes a struct or union with its layout.
 func (d *Decoder) composite(t btf.Type, raw []byte, depth int) render.Value {
+	if v, ok := sockaddr(t, raw); ok {
+		return v
+	}
 	v := render.Value{Kind: render.KindStruct}
 	if depth >= d.opts.Depth {
 		v.Flags |= render.Elided
@@ -376,6 +379,9 @@ func (d *Decoder) composite(t btf.Type, raw []byte, depth int) render.Value {
 		d.all(&v, p.all, raw, depth)
 	case p.view != nil:
 		d.view(&v, p.view, raw, depth)
+		if p.sock != nil {
+			p.sock.withAddrs(&v, raw)
+		}
 	default:
 		d.pick(&v, p.pick, raw, depth)
 	}

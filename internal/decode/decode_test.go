@@ -215,3 +215,29 @@ func TestBuffer(t *testing.T) {
 		}
 	}
 }
+
+func TestSockaddr(t *testing.T) {
+	d := decode.NewDecoder(decode.Options{}, nil)
+	in4 := []byte{2, 0, 0x01, 0xbb, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}
+	in6 := make([]byte, 28)
+	in6[0], in6[2], in6[3], in6[23] = 10, 0x1f, 0x90, 1
+	unix := []byte{1, 0, '/', 't', 'm', 'p'}
+	for _, tc := range []struct {
+		name string
+		raw  []byte
+		want string
+	}{
+		{"sockaddr_in", in4, "10.0.0.1:443"},
+		{"sockaddr", in4, "10.0.0.1:443"},
+		{"sockaddr_unsized", in4, "10.0.0.1:443"},
+		{"sockaddr_in6", in6, "[::1]:8080"},
+		{"sockaddr_storage", in6, "[::1]:8080"},
+		{"sockaddr_in6", in6[:20], ""}, // address cut: the struct
+		{"sockaddr", unix, ""},         // not an internet address
+	} {
+		v := d.Value(&btf.Struct{Name: tc.name, Size: 16}, tc.raw)
+		if tc.want == "" && v.Kind == render.KindString || tc.want != "" && (v.Kind != render.KindString || v.Str != tc.want) {
+			t.Errorf("%s %x: %s %q, want %q", tc.name, tc.raw, v.Kind, v.Str, tc.want)
+		}
+	}
+}

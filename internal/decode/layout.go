@@ -14,6 +14,7 @@ type layout struct {
 	all  []field     // Full: every member, anonymous ones flattened
 	pick []field     // default view candidates: one union alternative, no padding
 	view []viewField // the well-known view of the type, if it has one
+	sock *sockView   // a socket's addresses, for its view
 }
 
 // field is a member of a struct, with anonymous members flattened into their
@@ -78,6 +79,7 @@ func (d *Decoder) layout(t btf.Type) *layout {
 	p.pick = flatten(nil, members, 0, false, 0)
 	if s, ok := t.(*btf.Struct); ok {
 		p.view = viewOf(s)
+		p.sock = sockViewOf(s)
 	}
 	d.layouts[t] = p
 	return p

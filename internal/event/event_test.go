@@ -223,9 +223,9 @@ func TestDecoderCall(t *testing.T) {
 		flags        render.CallFlags
 		args         string
 	}{
-		{raw, "curl", 1_000_000_000_000, 12345, 0, "sk{family=2 sport=41234 dport=8080 state=1} msg{msg_namelen=16} size=5"},
+		{raw, "curl", 1_000_000_000_000, 12345, 0, "sk{family=2 src=0 dst=0 sport=41234 dport=8080 state=1} msg{msg_namelen=16} size=5"},
 		{exit, "kworker/0:1", 1_000_000_012_345, 0, render.ExitOnly, ""},
-		{raw, "curl", 1_000_000_000_000, 12345, 0, "sk{family=2 sport=41234 dport=8080 state=1} msg{msg_namelen=16} size=5"},
+		{raw, "curl", 1_000_000_000_000, 12345, 0, "sk{family=2 src=0 dst=0 sport=41234 dport=8080 state=1} msg{msg_namelen=16} size=5"},
 	} {
 		r, err := Parse(tc.raw)
 		if err != nil {

@@ -21,6 +21,10 @@ const (
 	DefaultStringBudget = 128
 )
 
+// sockaddrIn6Size is the size of struct sockaddr_in6, which a struct
+// sockaddr * may point to.
+const sockaddrIn6Size = 28
+
 // Options tune plans.
 type Options struct {
 	// StructBudget caps the bytes copied behind a pointer to a struct or
@@ -148,6 +152,11 @@ func newArg(param btf.FuncParam, opts Options) (Arg, error) {
 		n, err := btf.Sizeof(target)
 		if err != nil {
 			return Arg{}, fmt.Errorf("size of %s: %w", kernel.TypeString(target), err)
+		}
+		if s, ok := target.(*btf.Struct); ok && (s.Name == "sockaddr" || s.Name == "sockaddr_unsized") {
+			// Often a struct sockaddr_in6 (28 bytes) in truth; 7.x
+			// passes sockaddr_unsized, two bytes and a flexible array.
+			n = max(n, sockaddrIn6Size)
 		}
 		a.Budget = min(n, opts.StructBudget)
 	}
