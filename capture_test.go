@@ -72,8 +72,11 @@ var knownCalls = []struct {
 		show, _ := c["show"].(map[string]any)
 		return want("show "+showPort, show[showPort], float64(listenPort))
 	}},
-	{"inet_stream_connect", "a socket address as address:port", func(c map[string]any) error {
-		return wantArg(c, "uaddr", fmt.Sprintf("127.0.0.1:%d", listenPort))
+	{"inet_stream_connect", "a socket address as address:port; --show formats two pointers in", func(c map[string]any) error {
+		show, _ := c["show"].(map[string]any)
+		return errors.Join(wantArg(c, "uaddr", fmt.Sprintf("127.0.0.1:%d", listenPort)),
+			want("show "+showDport, show[showDport], float64(listenPort)),
+			want("show "+showDaddr, show[showDaddr], "127.0.0.1"))
 	}},
 	{"kfree_skb_reason", "enum argument", wantDropReason},
 	{"sk_skb_reason_drop", "enum argument", wantDropReason},
@@ -81,10 +84,12 @@ var knownCalls = []struct {
 
 var openPath = "/tmp/trawl-capture-test"
 
-// showPort is the --show expression of TestCaptureKnownValues, and
-// listenPort the port the workload listens on.
+// showPort, showDport and showDaddr are the --show expressions of
+// TestCaptureKnownValues, and listenPort the port the workload listens on.
 var (
 	showPort   = "sk->__sk_common.skc_num"
+	showDport  = "port(sock->sk->__sk_common.skc_dport)"
+	showDaddr  = "ip(sock->sk->__sk_common.skc_daddr)"
 	listenPort int
 )
 
@@ -131,7 +136,7 @@ func TestCaptureKnownValues(t *testing.T) {
 	cat, patterns := knownPatterns(t)
 	for _, backend := range trawl.Backends[1:] { // all but auto
 		t.Run(backend, func(t *testing.T) {
-			calls, skipped := capture(t, trawl.Config{Patterns: patterns, Backend: backend, PIDs: []int{os.Getpid()}, Show: []string{showPort}})
+			calls, skipped := capture(t, trawl.Config{Patterns: patterns, Backend: backend, PIDs: []int{os.Getpid()}, Show: []string{showPort, showDport, showDaddr}})
 			for _, k := range knownCalls {
 				t.Run(k.fn, func(t *testing.T) {
 					if len(cat.Lookup(k.fn)) == 0 {

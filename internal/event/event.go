@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"unsafe"
 
 	"github.com/cilium/ebpf/btf"
@@ -203,13 +204,26 @@ func (d *Decoder) show(r *Record, out []render.Value) []render.Value {
 			v = render.Value{Kind: render.KindUnknown}
 		case f.String:
 			v = d.dec.CString(data[f.Off : f.Off+filter.ShowString])
+		case f.Format == filter.FormatIP:
+			v = addr(netip.AddrFrom4([4]byte(data[f.Off : f.Off+4])))
+		case f.Format == filter.FormatIPv6:
+			v = addr(netip.AddrFrom16([16]byte(data[f.Off : f.Off+16])))
+		case f.Format == filter.FormatPort:
+			v = render.Value{Kind: render.KindUint, Bits: uint64(binary.BigEndian.Uint16(data[f.Off:]))}
 		default:
 			v = d.dec.Value(f.Type, data[f.Off:f.Off+8])
+			if f.Format == filter.FormatHex && (v.Kind == render.KindInt || v.Kind == render.KindUint) {
+				v.Flags |= render.Hex
+			}
 		}
 		v.Name = f.Expr
 		out = append(out, v)
 	}
 	return out
+}
+
+func addr(a netip.Addr) render.Value {
+	return render.Value{Kind: render.KindString, Str: a.String()}
 }
 
 // bufferLen returns the length of a sized buffer of call r: its size

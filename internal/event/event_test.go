@@ -16,6 +16,7 @@ import (
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/decode/decodetest"
+	"github.com/trawl-dev/trawl/internal/filter"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/plan"
 	"github.com/trawl-dev/trawl/render"
@@ -260,4 +261,48 @@ func summary(vs []render.Value) string {
 		s = append(s, fmt.Sprintf("%s=%d", v.Name, v.Bits))
 	}
 	return strings.Join(s, " ")
+}
+
+// TestDecoderShow decodes the --show block appended to a record of
+// tcp_sendmsg: a port, an address, a hex integer and one not read.
+func TestDecoderShow(t *testing.T) {
+	p, raw := tcpSendmsg(t)
+	block := filter.Block{Size: 8 + 4*8, Fields: []filter.Shown{
+		{Expr: "sk->__sk_common.skc_num", Type: &btf.Int{Name: "unsigned short", Size: 2}, Off: 8},
+		{Expr: "ip(sk->__sk_common.skc_daddr)", Format: filter.FormatIP, Off: 16},
+		{Expr: "port(sk->__sk_common.skc_dport)", Format: filter.FormatPort, Off: 24},
+		{Expr: "hex(size)", Format: filter.FormatHex, Type: &btf.Int{Name: "long", Size: 8, Encoding: btf.Signed}, Off: 32},
+	}}
+	b := make([]byte, block.Size)
+	binary.LittleEndian.PutUint64(b, 0b0111) // hex(size) was not read
+	binary.LittleEndian.PutUint64(b[8:], 41234)
+	copy(b[16:], []byte{127, 0, 0, 1})
+	copy(b[24:], []byte{0x1f, 0x90})
+	raw = append(raw, b...)
+	loadRecordLayout(t).put(t, raw, "data_len", 0, uint64(len(raw)-headerSize))
+
+	d := NewDecoder([]*plan.Plan{p}, decode.Options{}, nil)
+	d.Show([]filter.Block{block})
+	r, err := Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c render.Call
+	if err := d.Call(&r, &c); err != nil {
+		t.Fatal(err)
+	}
+	want := []render.Value{
+		{Kind: render.KindUint, Name: block.Fields[0].Expr, Bits: 41234},
+		{Kind: render.KindString, Name: block.Fields[1].Expr, Str: "127.0.0.1"},
+		{Kind: render.KindUint, Name: block.Fields[2].Expr, Bits: 8080},
+		{Kind: render.KindUnknown, Name: block.Fields[3].Expr},
+	}
+	if len(c.Show) != len(want) {
+		t.Fatalf("show %+v", c.Show)
+	}
+	for i := range want {
+		if g := c.Show[i]; g.Kind != want[i].Kind || g.Name != want[i].Name || g.Bits != want[i].Bits || g.Str != want[i].Str {
+			t.Errorf("show %d: %+v, want %+v", i, g, want[i])
+		}
+	}
 }

@@ -4,6 +4,7 @@ package filter
 
 import (
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"github.com/cilium/ebpf/asm"
@@ -31,14 +32,62 @@ var (
 // A register of the show body besides R6: where the values go.
 const rDst = asm.R7
 
+// Formats of a --show value, written FORMAT(EXPR).
+const (
+	FormatIP   = "ip"   // an IPv4 address in network order: 10.0.0.1
+	FormatIPv6 = "ipv6" // an IPv6 address, 16 bytes in memory (struct in6_addr)
+	FormatPort = "port" // a port in network order
+	FormatHex  = "hex"  // an integer in hex
+	FormatStr  = "str"  // a pointer of any type read as a string
+)
+
+var formats = []string{FormatIP, FormatIPv6, FormatPort, FormatHex, FormatStr}
+
+// ShowExpr is a parsed --show expression: Src as written, the expression
+// and its format ("" for the value as its type reads).
+type ShowExpr struct {
+	Src    string
+	Expr   *Expr
+	Format string
+}
+
+// ParseShow parses a --show expression: EXPR, or FORMAT(EXPR) with one of
+// the formats.
+func ParseShow(src string) (ShowExpr, error) {
+	se := ShowExpr{Src: src}
+	inner := src
+	for _, f := range formats {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(src), f+"("); ok && strings.HasSuffix(rest, ")") {
+			se.Format, inner = f, strings.TrimSuffix(rest, ")")
+			break
+		}
+	}
+	var err error
+	se.Expr, err = Parse(inner)
+	return se, err
+}
+
 // Shown is one --show expression as a function's show block holds it:
 // Off bytes into the block, a value of Type (8 bytes, extended to 64
-// bits), or if String a NUL-terminated string of at most ShowString bytes.
+// bits), or if String a NUL-terminated string of at most ShowString bytes,
+// or with FormatIPv6 16 bytes.
 type Shown struct {
 	Expr   string
+	Format string
 	Type   btf.Type
 	String bool
 	Off    int
+}
+
+// size is the bytes the value takes in the block.
+func (f *Shown) size() int {
+	switch {
+	case f.String:
+		return ShowString
+	case f.Format == FormatIPv6:
+		return 16
+	}
+	return 8
 }
 
 // Block is the layout of the values a function's show body appends to its
@@ -54,12 +103,12 @@ type Block struct {
 // appends a Block of their values to its data. Expressions naming what p
 // lacks are left out, their errors returned in missing (a *Error each).
 // Without any expression left, body is nil.
-func CompileShow(exprs []*Expr, p *plan.Plan, consts Constants) (body asm.Instructions, block Block, missing []error, err error) {
+func CompileShow(exprs []ShowExpr, p *plan.Plan, consts Constants) (body asm.Instructions, block Block, missing []error, err error) {
 	block.Size = 8
 	c := &compiler{p: p, consts: consts}
 	var code builder
 	for i, e := range exprs {
-		c.e, c.b, c.temps = e, builder{}, 0
+		c.e, c.b, c.temps = e.Expr, builder{}, 0
 		c.fail = c.b.label()
 		f, err := c.show(e, len(block.Fields), block.Size)
 		if err != nil {
@@ -74,11 +123,7 @@ func CompileShow(exprs []*Expr, p *plan.Plan, consts Constants) (body asm.Instru
 		}
 		code.emit(insns...)
 		block.Fields = append(block.Fields, f)
-		if f.String {
-			block.Size += ShowString
-		} else {
-			block.Size += 8
-		}
+		block.Size += f.size()
 	}
 	if len(block.Fields) == 0 {
 		return nil, Block{}, missing, nil
@@ -107,19 +152,26 @@ func CompileShow(exprs []*Expr, p *plan.Plan, consts Constants) (body asm.Instru
 
 // show compiles expression e, the i-th of the block, whose value goes off
 // bytes into it; on a failed read it goes to c.fail.
-func (c *compiler) show(e *Expr, i, off int) (Shown, error) {
-	f := Shown{Expr: e.Src, Off: off}
-	n := e.Root
+func (c *compiler) show(e ShowExpr, i, off int) (Shown, error) {
+	f := Shown{Expr: e.Src, Format: e.Format, Off: off}
+	n := e.Expr.Root
 	if n.Op == "" && n.IsStr {
 		return f, c.errorf(n, "a string constant shows nothing")
 	}
-	if n.Op == "->" || n.Op == "." || c.isOperand(n) {
+	isPath := n.Op == "->" || n.Op == "." || c.isOperand(n)
+	if (e.Format == FormatIPv6 || e.Format == FormatStr) && !isPath {
+		return f, c.errorf(n, "%s() wants an argument or a member", e.Format)
+	}
+	if isPath {
 		x, err := c.lvalue(n)
 		if err != nil {
 			return f, err
 		}
 		f.Type = x.t
-		if c.isString(x) {
+		if e.Format == FormatIPv6 {
+			return f, c.showIPv6(n, x, i, off)
+		}
+		if _, isPtr := btf.UnderlyingType(x.t).(*btf.Pointer); isPtr && e.Format == FormatStr || c.isString(x) {
 			f.String = true
 			return f, c.showString(n, x, i, off)
 		}
@@ -191,6 +243,25 @@ func (c *compiler) showString(n *Node, x lval, i, off int) error {
 	read(asm.FnProbeReadUserStr)
 	c.b.jump(asm.JSLT.Imm(asm.R0, 0, ""), c.fail)
 	c.b.place(done)
+	c.mark(i)
+	return nil
+}
+
+// showIPv6 copies the 16 bytes at x, an IPv6 address in kernel memory,
+// into the block.
+func (c *compiler) showIPv6(n *Node, x lval, i, off int) error {
+	if size, err := btf.Sizeof(x.t); err != nil || size != 16 || x.rec || x.bitSize != 0 {
+		return c.errorf(n, "ipv6() wants 16 bytes in kernel memory (struct in6_addr), not %s", typeName(x.t))
+	}
+	c.b.emit(
+		asm.Mov.Reg(asm.R3, asm.R0),
+		asm.Add.Imm(asm.R3, int32(x.off)),
+		asm.Mov.Reg(asm.R1, rDst),
+		asm.Add.Imm(asm.R1, int32(off)),
+		asm.Mov.Imm(asm.R2, 16),
+		asm.FnProbeReadKernel.Call(),
+	)
+	c.b.jump(asm.JNE.Imm(asm.R0, 0, ""), c.fail)
 	c.mark(i)
 	return nil
 }

@@ -14,9 +14,9 @@ func TestShow(t *testing.T) {
 	fx := loadFixture(t)
 	openat := fx.plan(t, "do_sys_openat2") // (int dfd, const char *filename, struct open_how *how)
 	const how, name = 0x3000, 0x4000
-	var exprs []*Expr
-	for _, src := range []string{"how->mode", "filename", "-dfd", "how->flags", "sk->sk_mark"} {
-		e, err := Parse(src)
+	var exprs []ShowExpr
+	for _, src := range []string{"how->mode", "filename", "-dfd", "hex(how->flags)", "sk->sk_mark", "ipv6(dfd)"} {
+		e, err := ParseShow(src)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,8 +26,11 @@ func TestShow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(missing) != 1 || !errors.Is(missing[0], ErrMissing) {
-		t.Errorf("missing: %v, want sk->sk_mark's", missing)
+	if len(missing) != 2 || !errors.Is(missing[0], ErrMissing) {
+		t.Errorf("missing: %v, want sk->sk_mark's and ipv6(dfd)'s", missing)
+	}
+	if f := block.Fields[3]; f.Format != FormatHex || f.Expr != "hex(how->flags)" {
+		t.Errorf("field 3: %+v", f)
 	}
 	if len(block.Fields) != 4 || block.Size != 8+8+ShowString+8+8 || !block.Fields[1].String {
 		t.Fatalf("block %+v", block)

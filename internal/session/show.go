@@ -20,7 +20,7 @@ const MaxShow = 8
 
 // shows are the --show expressions of a session.
 type shows struct {
-	exprs  []*filter.Expr
+	exprs  []filter.ShowExpr
 	consts filter.Constants
 	// blocks holds the layout of each plan's values, by plan index.
 	blocks []filter.Block
@@ -40,7 +40,7 @@ func newShows(srcs []string, cat *kernel.Catalogue) (*shows, error) {
 		return nil, fmt.Errorf("%d --show expressions, at most %d", len(srcs), MaxShow)
 	}
 	for _, src := range srcs {
-		e, err := filter.Parse(src)
+		e, err := filter.ParseShow(src)
 		if err != nil {
 			return nil, fmt.Errorf("--show: %w", err)
 		}
