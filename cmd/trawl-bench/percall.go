@@ -240,6 +240,7 @@ func calls(n int) uint64 { return uint64(n/10 + n/blocks*blocks) }
 type callSamples struct {
 	base, empty, floor, trawl []float64 // floor stays empty without floor programs
 	stats                     []float64 // trawl's session with Config.Aggregate (--stats)
+	show                      []float64 // trawl's session with one --show expression
 	err                       error
 }
 
@@ -291,17 +292,17 @@ func benchCalls(ctx context.Context, cat *kernel.Catalogue, backends []string, r
 	}
 
 	fmt.Printf("### Per call\n\n")
-	fmt.Printf("`%s` (one int argument, int return) called by BPF_PROG_TEST_RUN of a tracing program, %d calls per measurement after %d warm-up calls, timed in %d blocks of which the fastest counts (host load only slows blocks down), on CPU 0 with the garbage collector off; per round and backend: no program (baseline), empty programs of the attach types trawl's backend uses (fentry + fexit, kprobe.multi + kretprobe.multi, kprobe.session, fsession, fsession.multi), for fentry and kprobe-multi the floor programs of internal/bpf/floor.c (the least a tracer must do to report a call: entry time kept in task storage, one ring-buffer record of times, task, argument and return value at exit; the floor ratio is (floor - baseline) / (empty - baseline)); trawl's session on the function (no filter, ring buffer not read during the run; every call checked to be captured); trawl's session counting calls in the kernel (Config.Aggregate, what --stats runs; every call checked to be counted; stats ratio: (stats - baseline) / (empty - baseline), target at most 1.3). Median of %d rounds; the ratio is (trawl - baseline) / (empty - baseline) per round, median and range. Under `make bench` the guest's clock counts emulated instructions (`vmrun -icount`): a ns is one instruction, and the numbers repeat from run to run. Target: at most 1.5.\n\n", callFunc, n, n/10, blocks, rounds)
-	fmt.Println("| backend | baseline ns/call | empty ns/call | floor ns/call | trawl ns/call | empty - baseline | floor - baseline | trawl - baseline | floor ratio | trawl / floor | ratio (median) | ratio (min-max) | stats - baseline | stats ratio |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("`%s` (one int argument, int return) called by BPF_PROG_TEST_RUN of a tracing program, %d calls per measurement after %d warm-up calls, timed in %d blocks of which the fastest counts (host load only slows blocks down), on CPU 0 with the garbage collector off; per round and backend: no program (baseline), empty programs of the attach types trawl's backend uses (fentry + fexit, kprobe.multi + kretprobe.multi, kprobe.session, fsession, fsession.multi), for fentry and kprobe-multi the floor programs of internal/bpf/floor.c (the least a tracer must do to report a call: entry time kept in task storage, one ring-buffer record of times, task, argument and return value at exit; the floor ratio is (floor - baseline) / (empty - baseline)); trawl's session on the function (no filter, ring buffer not read during the run; every call checked to be captured); trawl's session counting calls in the kernel (Config.Aggregate, what --stats runs; every call checked to be counted; stats ratio: (stats - baseline) / (empty - baseline), target at most 1.3); trawl's session with `--show %s` (a frame filled and the show code run per call). Median of %d rounds; the ratio is (trawl - baseline) / (empty - baseline) per round, median and range. Under `make bench` the guest's clock counts emulated instructions (`vmrun -icount`): a ns is one instruction, and the numbers repeat from run to run. Target: at most 1.5.\n\n", callFunc, n, n/10, blocks, showExpr, rounds)
+	fmt.Println("| backend | baseline ns/call | empty ns/call | floor ns/call | trawl ns/call | empty - baseline | floor - baseline | trawl - baseline | floor ratio | trawl / floor | ratio (median) | ratio (min-max) | stats - baseline | stats ratio | --show ns/call | --show - trawl |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, b := range backends {
 		s := samples[b]
 		switch {
 		case s.err != nil && notSupported(s.err):
-			fmt.Printf("| %s | not supported by this kernel | | | | | | | | | | | | |\n", b)
+			fmt.Printf("| %s | not supported by this kernel | | | | | | | | | | | | | | |\n", b)
 			continue
 		case s.err != nil:
-			fmt.Printf("| %s | error: %s | | | | | | | | | | | | |\n", b, oneLine(s.err))
+			fmt.Printf("| %s | error: %s | | | | | | | | | | | | | | |\n", b, oneLine(s.err))
 			continue
 		}
 		var ratios []float64
@@ -313,9 +314,9 @@ func benchCalls(ctx context.Context, cat *kernel.Catalogue, backends []string, r
 		if f := median(s.floor); len(s.floor) > 0 {
 			floor = []string{fmt.Sprintf("%.0f", f), fmt.Sprintf("%.0f", f-base), fmt.Sprintf("%.2f", (f-base)/(empty-base)), fmt.Sprintf("%.2f", (tr-base)/(f-base))}
 		}
-		st := median(s.stats)
-		fmt.Printf("| %s | %.0f | %.0f | %s | %.0f | %.0f | %s | %.0f | %s | %s | %.2f | %.2f-%.2f | %.0f | %.2f |\n", b, base, empty, floor[0], tr, empty-base, floor[1], tr-base,
-			floor[2], floor[3], median(ratios), slices.Min(ratios), slices.Max(ratios), st-base, (st-base)/(empty-base))
+		st, show := median(s.stats), median(s.show)
+		fmt.Printf("| %s | %.0f | %.0f | %s | %.0f | %.0f | %s | %.0f | %s | %s | %.2f | %.2f-%.2f | %.0f | %.2f | %.0f | %.0f |\n", b, base, empty, floor[0], tr, empty-base, floor[1], tr-base,
+			floor[2], floor[3], median(ratios), slices.Min(ratios), slices.Max(ratios), st-base, (st-base)/(empty-base), show, show-tr)
 	}
 	fmt.Println()
 	return nil
@@ -392,9 +393,29 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 	if err != nil {
 		return err
 	}
+
+	sess, err = trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: b, Show: []string{showExpr}})
+	if err != nil {
+		return err
+	}
+	show, err := trig.perCall(n)
+	if err == nil {
+		err = checkCaptured(sess, calls(n))
+	}
+	if cerr := sess.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
 	s.base, s.empty, s.trawl, s.stats = append(s.base, base), append(s.empty, empty), append(s.trawl, tr), append(s.stats, st)
+	s.show = append(s.show, show)
 	return nil
 }
+
+// showExpr is the --show expression of the show column: callFunc's
+// argument, which makes each call fill a frame and run the show code.
+const showExpr = "a"
 
 // checkCounted makes sure trawl's program counted every call in the
 // kernel.
@@ -439,7 +460,7 @@ func (s *callSamples) String() string {
 	if len(s.floor) > 0 {
 		floor = fmt.Sprintf(", floor %.0f ns", s.floor[i])
 	}
-	return fmt.Sprintf("baseline %.0f ns, empty %.0f ns%s, trawl %.0f ns, trawl --stats %.0f ns", s.base[i], s.empty[i], floor, s.trawl[i], s.stats[i])
+	return fmt.Sprintf("baseline %.0f ns, empty %.0f ns%s, trawl %.0f ns, trawl --stats %.0f ns, --show %.0f ns", s.base[i], s.empty[i], floor, s.trawl[i], s.stats[i], s.show[i])
 }
 
 // median returns the median of xs, NaN when empty.
