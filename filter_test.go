@@ -63,6 +63,10 @@ func TestFilters(t *testing.T) {
 		{name: "cgroup/reject", fn: "bpf_fentry_test1", counter: filtered, cfg: func(cfg *trawl.Config) { cfg.Cgroup = cgroup }},
 		{name: "cgroup/pass", fn: "bpf_fentry_test1", pass: true, cfg: func(cfg *trawl.Config) { cfg.Cgroup = cgroup },
 			setup: func(t *testing.T) { enterCgroup(t, cgroup) }},
+		{name: "cgroup/descendant", fn: "bpf_fentry_test1", pass: true, cfg: func(cfg *trawl.Config) { cfg.Cgroup = cgroup },
+			setup: func(t *testing.T) { enterCgroup(t, childCgroup(t, cgroup)) }},
+		{name: "cgroup-exact/descendant", fn: "bpf_fentry_test1", counter: filtered, cfg: func(cfg *trawl.Config) { cfg.Cgroup, cfg.CgroupExact = cgroup, true },
+			setup: func(t *testing.T) { enterCgroup(t, childCgroup(t, cgroup)) }},
 		{name: "min-duration/reject", fn: "bpf_fentry_test1", counter: filteredExit, cfg: func(cfg *trawl.Config) { cfg.MinDuration = time.Hour }},
 		{name: "min-duration/pass", fn: "bpf_fentry_test1", pass: true, cfg: func(cfg *trawl.Config) { cfg.MinDuration = time.Nanosecond }},
 		{name: "errors/reject", fn: "bpf_fentry_test1", counter: filteredExit, cfg: func(cfg *trawl.Config) { cfg.Errors = true }},
@@ -195,13 +199,24 @@ func testCgroup(t *testing.T) string {
 	return dir
 }
 
-// enterCgroup moves the test process into dir until the test ends.
+// childCgroup makes a child of cgroup dir, removed when the test ends.
+func childCgroup(t *testing.T, dir string) string {
+	child := filepath.Join(dir, "child")
+	if err := os.Mkdir(child, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(child) })
+	return child
+}
+
+// enterCgroup moves the test process into dir until the test ends, when
+// it goes back to the root cgroup, where it was.
 func enterCgroup(t *testing.T, dir string) {
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := os.WriteFile(filepath.Join(filepath.Dir(dir), "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+		if err := os.WriteFile("/sys/fs/cgroup/cgroup.procs", []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
 			t.Errorf("leave cgroup: %v", err)
 		}
 	})

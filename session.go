@@ -35,8 +35,12 @@ type Config struct {
 	// Comm, if set, limits tracing to tasks of this name.
 	Comm string
 	// Cgroup, if set, limits tracing to tasks in this cgroup v2 directory
-	// (not its descendants).
+	// and its descendants (inside a cgroup namespace, descendants are
+	// found by the level the path gives, which counts from the
+	// namespace's root: use CgroupExact there).
 	Cgroup string
+	// CgroupExact limits Cgroup to the cgroup itself, not its descendants.
+	CgroupExact bool
 	// MinDuration, if set, keeps only calls that take at least this long.
 	MinDuration time.Duration
 	// Errors keeps only calls that return an error: a negative errno from
@@ -219,6 +223,7 @@ func (cfg Config) internal() (session.Config, error) {
 		Comm:           cfg.Comm,
 		Cgroup:         cfg.Cgroup,
 		Filter:         cfg.Filter,
+		CgroupExact:    cfg.CgroupExact,
 		Show:           cfg.Show,
 		MinDuration:    cfg.MinDuration,
 		Errors:         cfg.Errors,

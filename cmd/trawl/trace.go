@@ -25,33 +25,34 @@ import (
 
 // traceFlags are the flags of the tracing command.
 type traceFlags struct {
-	backend    string
-	pids       pidList
-	buffers    bufferList
-	show       []string
-	comm       string
-	cgroup     string
-	minDur     time.Duration
-	errors     bool
-	filter     string
-	duration   time.Duration
-	format     string
-	json       bool
-	tree       bool
-	perfetto   string
-	stats      bool
-	interval   time.Duration
-	sortBy     string
-	hist       string
-	output     string
-	depth      int
-	maxBytes   int
-	full       bool
-	workload   bool
-	color      string
-	quiet      bool
-	ringBuffer byteSize
-	version    bool
+	backend     string
+	pids        pidList
+	buffers     bufferList
+	show        []string
+	cgroupExact bool
+	comm        string
+	cgroup      string
+	minDur      time.Duration
+	errors      bool
+	filter      string
+	duration    time.Duration
+	format      string
+	json        bool
+	tree        bool
+	perfetto    string
+	stats       bool
+	interval    time.Duration
+	sortBy      string
+	hist        string
+	output      string
+	depth       int
+	maxBytes    int
+	full        bool
+	workload    bool
+	color       string
+	quiet       bool
+	ringBuffer  byteSize
+	version     bool
 	// set holds the names of the flags given on the command line.
 	set map[string]bool
 }
@@ -85,7 +86,8 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	// What to trace.
 	fs.VarP(&f.pids, "pid", "p", "trace only process `PID` and its children (repeatable)")
 	fs.StringVar(&f.comm, "comm", "", "trace only tasks named `NAME`")
-	fs.StringVar(&f.cgroup, "cgroup", "", "trace only tasks in the cgroup v2 directory `PATH` (not its children)")
+	fs.StringVar(&f.cgroup, "cgroup", "", "trace only tasks in the cgroup v2 directory `PATH` and its descendants")
+	fs.BoolVar(&f.cgroupExact, "cgroup-exact", false, "with --cgroup, trace only tasks in that cgroup, not in its descendants")
 	fs.BoolVar(&f.workload, "workload", false, "trace trawl's small built-in workload (files, pipes, loopback TCP) as the command")
 	fs.StringVarP(&f.backend, "backend", "b", trawl.BackendAuto, "attach with `BACKEND`: "+strings.Join(trawl.Backends, ", ")+" (trawl features PATTERN... shows what auto picks)")
 	fs.DurationVarP(&f.duration, "duration", "d", 0, "stop `D` after tracing begins, e.g. 10s (default: at Ctrl-C, or when the command exits)")
@@ -139,6 +141,9 @@ func parsePID(s string) (int, error) {
 func (f *traceFlags) validate(command []string) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+	}
+	if f.cgroupExact && f.cgroup == "" {
+		return bad("--cgroup-exact goes with --cgroup")
 	}
 	if f.workload && len(command) > 0 {
 		return bad("--workload and a command cannot go together")
@@ -281,6 +286,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	cfg.Decode.Depth, cfg.Decode.MaxBytes, cfg.Decode.Full = f.depth, f.maxBytes, f.full
 	cfg.Capture.BufferBytes, cfg.Capture.Buffers = f.maxBytes, f.buffers
 	cfg.Show = f.show
+	cfg.CgroupExact = f.cgroupExact
 	if len(command) > 0 {
 		if child, err = startGated(command, stdout, stderr); err != nil {
 			return err

@@ -25,6 +25,8 @@ char LICENSE[] SEC("license") = "GPL";
 volatile const __u32 filter_pids = 0;   /* only tasks in the pids map */
 volatile const char filter_comm[16] = {}; /* only this comm, if set */
 volatile const __u64 filter_cgroup = 0; /* only tasks in this cgroup (v2 id) */
+volatile const __u32 filter_cgroup_level = 0; /* its level: 0 for the root */
+volatile const __u32 filter_cgroup_exact = 0; /* not in its descendants */
 volatile const __u64 min_duration = 0;  /* only calls this long (ns) */
 volatile const __u32 filter_errors = 0; /* only calls returning an error */
 volatile const __u32 filter_at = 0;     /* where trawl_filter runs: FILTER_AT_* */
@@ -233,6 +235,16 @@ __noinline int trawl_show(struct frame *f)
 	return f != 0;
 }
 
+/* in_cgroup says whether the current task is in the cgroup filter_cgroup
+ * or, unless filter_cgroup_exact, in one of its descendants: its ancestor
+ * at the cgroup's level is the cgroup. */
+static __always_inline int in_cgroup(void)
+{
+	if (filter_cgroup_exact)
+		return bpf_get_current_cgroup_id() == filter_cgroup;
+	return bpf_get_current_ancestor_cgroup_id(filter_cgroup_level) == filter_cgroup;
+}
+
 /* wanted runs the task filters: pid, cgroup and comm. */
 static __always_inline int wanted(void)
 {
@@ -243,7 +255,7 @@ static __always_inline int wanted(void)
 		if (!bpf_map_lookup_elem(&pids, &tgid))
 			return 0;
 	}
-	if (filter_cgroup && bpf_get_current_cgroup_id() != filter_cgroup)
+	if (filter_cgroup && !in_cgroup())
 		return 0;
 	if (filter_comm[0]) {
 		__u64 name[2];

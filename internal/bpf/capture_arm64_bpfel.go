@@ -204,6 +204,8 @@ const (
 	CaptureVarArmed                 = "armed"
 	CaptureVarFilterAt              = "filter_at"
 	CaptureVarFilterCgroup          = "filter_cgroup"
+	CaptureVarFilterCgroupExact     = "filter_cgroup_exact"
+	CaptureVarFilterCgroupLevel     = "filter_cgroup_level"
 	CaptureVarFilterComm            = "filter_comm"
 	CaptureVarFilterErrors          = "filter_errors"
 	CaptureVarFilterPids            = "filter_pids"
@@ -285,17 +287,19 @@ type CaptureMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CaptureVariableSpecs struct {
-	Aggregate    *ebpf.VariableSpec `ebpf:"aggregate"`
-	Armed        *ebpf.VariableSpec `ebpf:"armed"`
-	FilterAt     *ebpf.VariableSpec `ebpf:"filter_at"`
-	FilterCgroup *ebpf.VariableSpec `ebpf:"filter_cgroup"`
-	FilterComm   *ebpf.VariableSpec `ebpf:"filter_comm"`
-	FilterErrors *ebpf.VariableSpec `ebpf:"filter_errors"`
-	FilterPids   *ebpf.VariableSpec `ebpf:"filter_pids"`
-	IpBits       *ebpf.VariableSpec `ebpf:"ip_bits"`
-	MinDuration  *ebpf.VariableSpec `ebpf:"min_duration"`
-	Shared       *ebpf.VariableSpec `ebpf:"shared"`
-	ShowOn       *ebpf.VariableSpec `ebpf:"show_on"`
+	Aggregate         *ebpf.VariableSpec `ebpf:"aggregate"`
+	Armed             *ebpf.VariableSpec `ebpf:"armed"`
+	FilterAt          *ebpf.VariableSpec `ebpf:"filter_at"`
+	FilterCgroup      *ebpf.VariableSpec `ebpf:"filter_cgroup"`
+	FilterCgroupExact *ebpf.VariableSpec `ebpf:"filter_cgroup_exact"`
+	FilterCgroupLevel *ebpf.VariableSpec `ebpf:"filter_cgroup_level"`
+	FilterComm        *ebpf.VariableSpec `ebpf:"filter_comm"`
+	FilterErrors      *ebpf.VariableSpec `ebpf:"filter_errors"`
+	FilterPids        *ebpf.VariableSpec `ebpf:"filter_pids"`
+	IpBits            *ebpf.VariableSpec `ebpf:"ip_bits"`
+	MinDuration       *ebpf.VariableSpec `ebpf:"min_duration"`
+	Shared            *ebpf.VariableSpec `ebpf:"shared"`
+	ShowOn            *ebpf.VariableSpec `ebpf:"show_on"`
 }
 
 // CaptureObjects contains all objects after they have been loaded into the kernel.
@@ -349,17 +353,19 @@ func (m *CaptureMaps) Close() error {
 //
 // It can be passed to LoadCaptureObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CaptureVariables struct {
-	Aggregate    *ebpf.Variable `ebpf:"aggregate"`
-	Armed        *ebpf.Variable `ebpf:"armed"`
-	FilterAt     *ebpf.Variable `ebpf:"filter_at"`
-	FilterCgroup *ebpf.Variable `ebpf:"filter_cgroup"`
-	FilterComm   *ebpf.Variable `ebpf:"filter_comm"`
-	FilterErrors *ebpf.Variable `ebpf:"filter_errors"`
-	FilterPids   *ebpf.Variable `ebpf:"filter_pids"`
-	IpBits       *ebpf.Variable `ebpf:"ip_bits"`
-	MinDuration  *ebpf.Variable `ebpf:"min_duration"`
-	Shared       *ebpf.Variable `ebpf:"shared"`
-	ShowOn       *ebpf.Variable `ebpf:"show_on"`
+	Aggregate         *ebpf.Variable `ebpf:"aggregate"`
+	Armed             *ebpf.Variable `ebpf:"armed"`
+	FilterAt          *ebpf.Variable `ebpf:"filter_at"`
+	FilterCgroup      *ebpf.Variable `ebpf:"filter_cgroup"`
+	FilterCgroupExact *ebpf.Variable `ebpf:"filter_cgroup_exact"`
+	FilterCgroupLevel *ebpf.Variable `ebpf:"filter_cgroup_level"`
+	FilterComm        *ebpf.Variable `ebpf:"filter_comm"`
+	FilterErrors      *ebpf.Variable `ebpf:"filter_errors"`
+	FilterPids        *ebpf.Variable `ebpf:"filter_pids"`
+	IpBits            *ebpf.Variable `ebpf:"ip_bits"`
+	MinDuration       *ebpf.Variable `ebpf:"min_duration"`
+	Shared            *ebpf.Variable `ebpf:"shared"`
+	ShowOn            *ebpf.Variable `ebpf:"show_on"`
 }
 
 // CapturePrograms contains all programs after they have been loaded into the kernel.

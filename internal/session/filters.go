@@ -5,6 +5,7 @@ package session
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -24,6 +25,8 @@ import (
 // cgroup, duration, errors and the --filter expression.
 type filters struct {
 	cgroup      uint64
+	cgroupLevel uint32
+	cgroupExact bool
 	minDuration time.Duration
 	errors      bool
 	expr        *filter.Expr
@@ -46,7 +49,7 @@ func newFilters(cfg Config, cat *kernel.Catalogue) (*filters, error) {
 		if err != nil {
 			return nil, err
 		}
-		f.cgroup = id
+		f.cgroup, f.cgroupLevel, f.cgroupExact = id, cgroupLevel(cfg.Cgroup), cfg.CgroupExact
 	}
 	if cfg.Filter != "" {
 		var err error
@@ -78,6 +81,24 @@ func cgroupID(path string) (uint64, error) {
 		return 0, fmt.Errorf("cgroup %s: not a directory", path)
 	}
 	return st.Ino, nil
+}
+
+// cgroupLevel returns the level of a cgroup v2 directory: how many of
+// its ancestors are in the cgroup2 file system, 0 for its root. Inside a
+// cgroup namespace, this counts from the namespace's root, not the
+// kernel's.
+func cgroupLevel(path string) uint32 {
+	var level uint32
+	dir, _ := filepath.Abs(path)
+	for dir != "/" {
+		dir = filepath.Dir(dir)
+		var fs unix.Statfs_t
+		if unix.Statfs(dir, &fs) != nil || fs.Type != unix.CGROUP2_SUPER_MAGIC {
+			break
+		}
+		level++
+	}
+	return level
 }
 
 // compile returns the compiled expression for p, or why p is left out
@@ -132,10 +153,12 @@ func (f *filters) configure(spec *ebpf.CollectionSpec, targets []backend.Target)
 		errs = 1
 	}
 	set := map[string]any{
-		bpf.CaptureVarFilterCgroup: f.cgroup,
-		bpf.CaptureVarMinDuration:  uint64(f.minDuration.Nanoseconds()),
-		bpf.CaptureVarFilterErrors: errs,
-		bpf.CaptureVarFilterAt:     at,
+		bpf.CaptureVarFilterCgroup:      f.cgroup,
+		bpf.CaptureVarFilterCgroupLevel: f.cgroupLevel,
+		bpf.CaptureVarFilterCgroupExact: b2u32(f.cgroupExact),
+		bpf.CaptureVarMinDuration:       uint64(f.minDuration.Nanoseconds()),
+		bpf.CaptureVarFilterErrors:      errs,
+		bpf.CaptureVarFilterAt:          at,
 	}
 	for name, v := range set {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -151,6 +174,13 @@ func (f *filters) configure(spec *ebpf.CollectionSpec, targets []backend.Target)
 		}
 	}
 	return nil
+}
+
+func b2u32(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // notify tells the user which functions the filters left out.

@@ -42,6 +42,7 @@ type Config struct {
 	Show                 []string
 	MinDuration          time.Duration
 	Errors               bool
+	CgroupExact          bool
 	Budgets              plan.Options
 	Values               decode.Options
 	Progress             backend.Progress
