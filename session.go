@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/trawl-dev/trawl/internal/backend"
@@ -24,6 +25,13 @@ type Config struct {
 	// Patterns select the functions: [!][MODULE:]NAME[(TYPE, ...)], where
 	// NAME is a glob or a /regexp/ (see docs/patterns.md).
 	Patterns []string
+	// Entries, if set, are patterns of entry functions (--entry): the
+	// functions of Patterns are traced only while the task is inside a call
+	// of one of them, a gate kept in the kernel, so that a call outside
+	// costs no ring buffer write. The entry functions are traced too, and
+	// Patterns may then be empty. With Errors, only the error chains of
+	// entry calls that fail are sent (see Call.Chain).
+	Entries []string
 	// Backend is BackendAuto (see ChooseBackend), BackendFentry (5.17+,
 	// cookies 6.0+), BackendKprobeMulti (5.18+; arm64 6.14+ in practice),
 	// BackendKprobeSession (6.10+), BackendFsession (7.0+) or
@@ -47,6 +55,15 @@ type Config struct {
 	// a signed integer, NULL or ERR_PTR from a pointer. Functions whose
 	// return value cannot tell an error are left out.
 	Errors bool
+	// Errnos, if set, keeps only calls that return one of these errors,
+	// and ExceptErrnos drops those that return one of these (NULL
+	// pointers included); with Entries, they decide on the entry call's
+	// error. They need Errors, and cannot go together.
+	Errnos, ExceptErrnos []syscall.Errno
+	// Stack takes each call's kernel stack at its entry (Call.Stack). The
+	// kernel keeps each distinct stack once; a stack it has no room for is
+	// counted in Stats.MissStack.
+	Stack bool
 	// Filter is an expression over arguments and ret that a call must
 	// satisfy (see docs/filter.md). Functions lacking a name it
 	// uses are left out, with a notice.
@@ -212,12 +229,16 @@ func (cfg Config) internal() (session.Config, error) {
 	if notify == nil {
 		notify = func(n string) { slog.Warn(n) }
 	}
+	if (len(cfg.Errnos) > 0 || len(cfg.ExceptErrnos) > 0) && !cfg.Errors {
+		return session.Config{}, errors.New("Errnos and ExceptErrnos need Errors")
+	}
 	ring := cmp.Or(cfg.RingBufferSize, DefaultRingBufferSize)
 	if err := CheckRingBufferSize(ring); err != nil {
 		return session.Config{}, err
 	}
 	return session.Config{
 		Patterns:       cfg.Patterns,
+		Entries:        cfg.Entries,
 		Backend:        cfg.Backend,
 		PIDs:           cfg.PIDs,
 		Comm:           cfg.Comm,
@@ -227,6 +248,9 @@ func (cfg Config) internal() (session.Config, error) {
 		Show:           cfg.Show,
 		MinDuration:    cfg.MinDuration,
 		Errors:         cfg.Errors,
+		Errnos:         cfg.Errnos,
+		ExceptErrnos:   cfg.ExceptErrnos,
+		Stack:          cfg.Stack,
 		Budgets:        cfg.Capture.budgets(),
 		Values:         decode.Options(cfg.Decode),
 		Progress:       cfg.Progress,

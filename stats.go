@@ -42,7 +42,17 @@ type Stats struct {
 	// CookieLookups counts kprobe program runs that found their function
 	// by the attach cookie, the address table lacking its address: slower,
 	// and expected to stay 0.
-	CookieLookups   uint64
+	CookieLookups uint64
+	// OutsideEntry counts, with Config.Entries, the calls left out in the
+	// kernel because their task was inside no entry call.
+	OutsideEntry uint64
+	// Chains counts the error chains sent (with Entries and Errors), and
+	// MissChain the calls of chains lost, evicted from the kernel's chain
+	// buffer before their entry call ended.
+	Chains, MissChain uint64
+	// MissStack counts, with Config.Stack, the calls whose kernel stack
+	// the kernel's stack map could not take.
+	MissStack       uint64
 	RecursionMisses map[string]uint64
 	// Attached counts the functions attached; Skipped lists those left
 	// out (for the kprobe backends, addresses), by reason.

@@ -36,7 +36,9 @@ func timelineTask(c *Call) (pid, tid uint64) {
 //	ret    value   return value; absent for void functions and "entry_only"
 //	errno  string  error name when ret is a negative error number or error pointer
 //	cpu    number  CPU the call ended on
-//	flags  array   of "entry_only", "exit_only", "missed"; absent when none
+//	chain  number  the error chain of the call (--entry --errors); absent outside chains
+//	stack  array   the kernel stack at entry (--stack), innermost first; absent without
+//	flags  array   of "entry_only", "exit_only", "missed", "origin"; absent when none
 //
 // The function's arguments are nested in their own object rather than set
 // beside ret and cpu: kernel functions have arguments named cpu, flags, ret
@@ -116,6 +118,11 @@ func (p *ChromeJSON) Call(c *Call) error {
 	}
 	b = append(b, `"cpu":`...)
 	b = strconv.AppendUint(b, uint64(c.CPU), 10)
+	if c.Chain != 0 {
+		b = append(b, `,"chain":`...)
+		b = strconv.AppendUint(b, uint64(c.Chain), 10)
+	}
+	b = appendJSONStack(b, c.Stack)
 	b = appendJSONFlags(b, c.Flags)
 	b = append(b, "}}"...)
 	p.buf = b

@@ -29,6 +29,9 @@ import (
 //	                     or error pointer; ret then holds the number
 //	duration_ns  number  entry to exit; absent when unknown
 //	depth        number  traced calls in progress on the task at entry
+//	chain        number  the error chain of the call (--entry --errors); absent outside chains
+//	origin       bool    true for the innermost call of a chain, where the error appeared; else absent
+//	stack        array   of strings: the kernel stack at entry (--stack), innermost first, "sym+0xoff [module]"
 //	flags        array   of "entry_only", "exit_only", "missed"; absent when none
 //
 // Values: integers are numbers (64-bit values may exceed what float64 holds
@@ -101,7 +104,15 @@ func (j *JSON) Call(c *Call) error {
 	}
 	b = append(b, `,"depth":`...)
 	b = strconv.AppendInt(b, int64(c.Depth), 10)
-	b = appendJSONFlags(b, c.Flags)
+	if c.Chain != 0 {
+		b = append(b, `,"chain":`...)
+		b = strconv.AppendUint(b, uint64(c.Chain), 10)
+	}
+	if c.Flags&Origin != 0 {
+		b = append(b, `,"origin":true`...)
+	}
+	b = appendJSONStack(b, c.Stack)
+	b = appendJSONFlags(b, c.Flags&^Origin)
 	b = append(b, "}\n"...)
 	j.line = b
 	_, err := j.w.Write(b)
@@ -110,6 +121,21 @@ func (j *JSON) Call(c *Call) error {
 
 // Close flushes the output.
 func (j *JSON) Close() error { return j.w.Flush() }
+
+// appendJSONStack appends the "stack" key of a call with a kernel stack.
+func appendJSONStack(b []byte, stack []string) []byte {
+	if stack == nil {
+		return b
+	}
+	b = append(b, `,"stack":[`...)
+	for i, frame := range stack {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, frame)
+	}
+	return append(b, ']')
+}
 
 // appendJSONArgs appends the arguments as an object.
 func appendJSONArgs(b []byte, args []Value) []byte {
@@ -150,7 +176,7 @@ func appendJSONFlags(b []byte, f CallFlags) []byte {
 	for _, fl := range []struct {
 		flag CallFlags
 		name string
-	}{{EntryOnly, `"entry_only"`}, {ExitOnly, `"exit_only"`}, {Missed, `"missed"`}} {
+	}{{EntryOnly, `"entry_only"`}, {ExitOnly, `"exit_only"`}, {Missed, `"missed"`}, {Origin, `"origin"`}} {
 		if f&fl.flag != 0 {
 			if sep {
 				b = append(b, ',')

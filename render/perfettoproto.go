@@ -365,12 +365,27 @@ func (p *PerfettoProto) appendAnnotations(b []byte, c *Call) []byte {
 	b, ann = p.openAnnotation(b, eventDebug, "cpu")
 	b = appendVarintField(b, debugUintValue, uint64(c.CPU))
 	b = appendClose(b, ann)
+	if c.Chain != 0 {
+		b, ann = p.openAnnotation(b, eventDebug, "chain")
+		b = appendVarintField(b, debugUintValue, uint64(c.Chain))
+		b = appendClose(b, ann)
+	}
+	if c.Stack != nil {
+		b, ann = p.openAnnotation(b, eventDebug, "stack")
+		for _, frame := range c.Stack {
+			var elem int
+			b, elem = appendOpen(b, debugArrayValues)
+			b = appendVarintField(b, debugStringValueIID, p.intern(&p.strs, frame))
+			b = appendClose(b, elem)
+		}
+		b = appendClose(b, ann)
+	}
 	if c.Flags != 0 {
 		b, ann = p.openAnnotation(b, eventDebug, "flags")
 		for _, fl := range []struct {
 			flag CallFlags
 			name string
-		}{{EntryOnly, "entry_only"}, {ExitOnly, "exit_only"}, {Missed, "missed"}} {
+		}{{EntryOnly, "entry_only"}, {ExitOnly, "exit_only"}, {Missed, "missed"}, {Origin, "origin"}} {
 			if c.Flags&fl.flag != 0 {
 				var elem int
 				b, elem = appendOpen(b, debugArrayValues)

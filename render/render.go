@@ -42,6 +42,16 @@ type Call struct {
 	// when this one started: 0 for the outermost. The Tree renderer needs it.
 	Depth int
 	Flags CallFlags
+	// Chain numbers the error chain the call is part of (with
+	// trawl.Config Entries and Errors): the calls of one failed entry call
+	// that returned an error, from the entry down to the Origin. 0 outside
+	// chains.
+	Chain uint32
+	// Stack is the kernel stack at the call's entry (with trawl.Config
+	// Stack), innermost first, each frame "symbol+0xoffset [module]" or
+	// "symbol+0xoffset" in vmlinux; nil when not taken. The slice is shared
+	// by the calls of the same stack: do not modify it.
+	Stack []string
 }
 
 // CallFlags qualify a Call.
@@ -57,6 +67,9 @@ const (
 	// Missed marks a call around which events of its task were lost, so its
 	// Depth or pairing may be wrong.
 	Missed
+	// Origin marks the innermost call of an error chain, where the error
+	// appeared: no call it made on the chain returned an error.
+	Origin
 )
 
 // Renderer writes calls somewhere. Call must not retain c or c.Args after

@@ -51,6 +51,7 @@ func (t *Text) Call(c *Call) error {
 		b = t.f.appendDuration(b, c.Duration)
 	}
 	b = append(b, '\n')
+	b = t.f.appendStack(b, c, 4)
 	t.line = b
 	_, err := t.w.Write(b)
 	return err
@@ -149,6 +150,30 @@ func (f *formatter) appendCall(b []byte, c *Call) []byte {
 		b = f.color(b, colNote)
 		b = append(b, " [missed events]"...)
 		b = f.color(b, colReset)
+	}
+	if c.Flags&Origin != 0 {
+		b = f.color(b, colNote)
+		b = append(b, " <- error origin"...)
+		b = f.color(b, colReset)
+	}
+	return b
+}
+
+// appendStack appends c's kernel stack, a frame a line indented by
+// indent spaces, innermost first. Of an error chain, only the origin's
+// stack is shown: the calls out to the entry are on it.
+func (f *formatter) appendStack(b []byte, c *Call, indent int) []byte {
+	if c.Chain != 0 && c.Flags&Origin == 0 {
+		return b
+	}
+	for _, frame := range c.Stack {
+		for range indent {
+			b = append(b, ' ')
+		}
+		b = f.color(b, colNote)
+		b = append(b, frame...)
+		b = f.color(b, colReset)
+		b = append(b, '\n')
 	}
 	return b
 }

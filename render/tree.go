@@ -94,6 +94,7 @@ func (t *Tree) write(calls []Call) error {
 		}
 		b = t.f.appendCall(b, c)
 		b = append(b, '\n')
+		b = t.f.appendStack(b, c, durationWidth+6+2*min(max(c.Depth, 0), 64))
 	}
 	t.line = b
 	_, err := t.w.Write(b)

@@ -241,7 +241,10 @@ type callSamples struct {
 	base, empty, floor, trawl []float64 // floor stays empty without floor programs
 	stats                     []float64 // trawl's session with Config.Aggregate (--stats)
 	show                      []float64 // trawl's session with one --show expression
-	err                       error
+	// gated is trawl with the function outside every --entry call, stack
+	// trawl with --stack.
+	gated, stack []float64
+	err          error
 }
 
 // benchCalls measures, in rounds, the time per call of callFunc with
@@ -319,6 +322,64 @@ func benchCalls(ctx context.Context, cat *kernel.Catalogue, backends []string, r
 			floor[2], floor[3], median(ratios), slices.Min(ratios), slices.Max(ratios), st-base, (st-base)/(empty-base), show, show-tr)
 	}
 	fmt.Println()
+	printGateStack(backends, samples)
+	return nil
+}
+
+// printGateStack prints the table of the per-call costs of the --entry
+// gate and of --stack.
+func printGateStack(backends []string, samples map[string]*callSamples) {
+	fmt.Printf("### Per call: the --entry gate and --stack\n\n")
+	fmt.Printf("The same calls and rounds. Gated: trawl's session on `%s` with `--entry %s`, which the calls are never inside, so each is left out by the gate in the kernel (every call checked to be counted outside); gate ratio = (gated - baseline) / (empty - baseline), target at most 1.2. Stack: trawl's session with `--stack` (every call checked to be captured with its stack); stack / trawl = (stack - baseline) / (trawl - baseline). Medians of the rounds.\n\n", callFunc, gateEntry)
+	fmt.Println("| backend | empty - baseline | gated - baseline | gate ratio (median) | gate ratio (min-max) | trawl - baseline | stack - baseline | stack / trawl |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	for _, b := range backends {
+		s := samples[b]
+		if s.err != nil || len(s.gated) == 0 {
+			continue
+		}
+		var ratios []float64
+		for i := range s.base {
+			ratios = append(ratios, (s.gated[i]-s.base[i])/(s.empty[i]-s.base[i]))
+		}
+		base, empty, tr, gated, stack := median(s.base), median(s.empty), median(s.trawl), median(s.gated), median(s.stack)
+		fmt.Printf("| %s | %.0f | %.0f | %.2f | %.2f-%.2f | %.0f | %.0f | %.2f |\n", b, empty-base, gated-base, median(ratios),
+			slices.Min(ratios), slices.Max(ratios), tr-base, stack-base, (stack-base)/(tr-base))
+	}
+	fmt.Println()
+}
+
+// gateEntry is the entry function of the gated measurement: the calls
+// measured are never inside one of its calls.
+const gateEntry = "do_sys_openat2"
+
+// measureTrawl opens a trawl session on callFunc with cfg, measures the
+// time per call, and checks the session's counters with check.
+func measureTrawl(ctx context.Context, trig *trigger, cfg trawl.Config, n int, check func(*trawl.Session) error) (float64, error) {
+	cfg.Patterns = []string{callFunc}
+	sess, err := trawl.Open(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	tr, err := trig.perCall(n)
+	if err == nil {
+		err = check(sess)
+	}
+	if cerr := sess.Close(); err == nil {
+		err = cerr
+	}
+	return tr, err
+}
+
+// checkOutside makes sure the gate left out every call.
+func checkOutside(s *trawl.Session, want uint64) error {
+	st, err := s.Stats()
+	if err != nil {
+		return err
+	}
+	if st.OutsideEntry != want || st.Calls != 0 {
+		return fmt.Errorf("the gate left out %d of %d calls and let %d through", st.OutsideEntry, want, st.Calls)
+	}
 	return nil
 }
 
@@ -364,22 +425,27 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 		s.floor = append(s.floor, floor)
 	}
 
-	sess, err := trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: b})
+	captured := func(sess *trawl.Session) error { return checkCaptured(sess, calls(n)) }
+	tr, err := measureTrawl(ctx, trig, trawl.Config{Backend: b}, n, captured)
 	if err != nil {
 		return err
 	}
-	tr, err := trig.perCall(n)
-	if err == nil {
-		err = checkCaptured(sess, calls(n))
-	}
-	if cerr := sess.Close(); err == nil {
-		err = cerr
-	}
+	gated, err := measureTrawl(ctx, trig, trawl.Config{Backend: b, Entries: []string{gateEntry}}, n,
+		func(sess *trawl.Session) error { return checkOutside(sess, calls(n)) })
 	if err != nil {
-		return err
+		return fmt.Errorf("--entry: %w", err)
+	}
+	stack, err := measureTrawl(ctx, trig, trawl.Config{Backend: b, Stack: true}, n, func(sess *trawl.Session) error {
+		if st, err := sess.Stats(); err != nil || st.MissStack != 0 {
+			return fmt.Errorf("%d calls without their stack (%v)", st.MissStack, err)
+		}
+		return captured(sess)
+	})
+	if err != nil {
+		return fmt.Errorf("--stack: %w", err)
 	}
 
-	sess, err = trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: b, Aggregate: true})
+	sess, err := trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: b, Aggregate: true})
 	if err != nil {
 		return err
 	}
@@ -410,6 +476,7 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 	}
 	s.base, s.empty, s.trawl, s.stats = append(s.base, base), append(s.empty, empty), append(s.trawl, tr), append(s.stats, st)
 	s.show = append(s.show, show)
+	s.gated, s.stack = append(s.gated, gated), append(s.stack, stack)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -127,7 +128,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--ring-buffer-size", "lots", "vfs_read"}, "want a number of bytes"},
 		{[]string{"--interval", "1s", "-f", "json", "vfs_read"}, "--interval needs --stats"},
 		{[]string{"-json", "vfs_read"}, "unknown shorthand flag: 'j' in -json"},
-		{[]string{"-e", "vfs_read"}, "unknown shorthand flag: 'e'"},
+		{[]string{"-z", "vfs_read"}, "unknown shorthand flag: 'z'"},
 		{[]string{"list", "-root", ".", "x"}, "unknown shorthand flag: 'r' in -root"},
 		{[]string{"features", "--frobnicate"}, "unknown flag: --frobnicate"},
 	} {
@@ -316,5 +317,25 @@ func TestFormatChosen(t *testing.T) {
 		if got := f.outputFormat(); got != tc.want {
 			t.Errorf("%v: format %q, want %q", tc.args, got, tc.want)
 		}
+	}
+}
+
+func TestParseErrnos(t *testing.T) {
+	for in, want := range map[string]struct {
+		errnos []syscall.Errno
+		except bool
+	}{
+		"":              {},
+		"ENOENT,EINVAL": {[]syscall.Errno{syscall.ENOENT, syscall.EINVAL}, false},
+		"!EAGAIN":       {[]syscall.Errno{syscall.EAGAIN}, true},
+		"ENOTSUPP":      {[]syscall.Errno{524}, false},
+	} {
+		errnos, except, err := parseErrnos(in)
+		if err != nil || except != want.except || !slices.Equal(errnos, want.errnos) {
+			t.Errorf("%q: %v %v %v, want %v %v", in, errnos, except, err, want.errnos, want.except)
+		}
+	}
+	if _, _, err := parseErrnos("ENOPE"); err == nil {
+		t.Error("ENOPE taken")
 	}
 }

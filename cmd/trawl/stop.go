@@ -285,6 +285,12 @@ func summary(w io.Writer, st trawl.Stats) {
 	if st.MissErrno > 0 {
 		fmt.Fprintf(w, "trawl: %d errors not counted by errno (the errno map was full)\n", st.MissErrno)
 	}
+	if st.OutsideEntry > 0 || st.Chains > 0 || st.MissChain > 0 {
+		fmt.Fprintf(w, "trawl: --entry: %d calls outside every entry call left out in the kernel, %d error chains, %d chain calls lost (chain buffer full)\n", st.OutsideEntry, st.Chains, st.MissChain)
+	}
+	if st.MissStack > 0 {
+		fmt.Fprintf(w, "trawl: --stack: %d calls without their kernel stack (stack map full or hash collision)\n", st.MissStack)
+	}
 	if st.CookieLookups > 0 {
 		fmt.Fprintf(w, "trawl: %d kprobe runs found their function by the attach cookie, slower than by address\n", st.CookieLookups)
 	}

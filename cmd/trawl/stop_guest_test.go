@@ -59,6 +59,9 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case len(os.Args) >= 2 && os.Args[1] == opensArg:
+		opens(os.Args[2:])
+		os.Exit(0)
 	case os.Getenv(roleEnv) == "trawl":
 		os.Args = append([]string{"trawl"}, os.Args[1:]...)
 		main()

@@ -34,6 +34,9 @@ type traceFlags struct {
 	cgroup      string
 	minDur      time.Duration
 	errors      bool
+	entries     []string
+	errnos      string
+	stack       bool
 	filter      string
 	duration    time.Duration
 	format      string
@@ -93,10 +96,13 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.DurationVarP(&f.duration, "duration", "d", 0, "stop `D` after tracing begins, e.g. 10s (default: at Ctrl-C, or when the command exits)")
 	// Which calls to keep.
 	fs.DurationVar(&f.minDur, "min-duration", 0, "show only calls that take at least `D` (e.g. 1ms)")
+	fs.StringArrayVarP(&f.entries, "entry", "e", nil, "trace the functions only inside calls of the functions `PATTERN` selects, which are traced too (repeatable); with --errors, show only the error chains of entry calls that fail")
 	fs.BoolVar(&f.errors, "errors", false, "show only calls that return an error (negative errno, NULL or ERR_PTR)")
+	fs.StringVar(&f.errnos, "errno", "", "with --errors, keep only these errors, e.g. ENOENT,EINVAL, or with a leading ! all but these, e.g. '!EAGAIN' (with --entry: the entry call's error)")
 	fs.StringVar(&f.filter, "filter", "", "show only calls for which `EXPR` holds, e.g. 'skb->len > 1000 && ret < 0' or 'filename ~ \"/tmp/*\"' (docs/filter.md)")
 	fs.StringArrayVar(&f.show, "show", nil, "show the value of `EXPR` with each call, read when it returns, e.g. 'file->f_path.dentry->d_name.name' or 'port(sk->__sk_common.skc_dport)' (formats ip, ipv6, port, hex, str; repeatable, up to 8; docs/filter.md)")
 	// How to write them.
+	fs.BoolVar(&f.stack, "stack", false, "show each call's kernel stack at its entry (of an error chain, the origin's)")
 	fs.StringVarP(&f.format, "format", "f", formatText, "write `FORMAT`: text (a line per call), tree (a call tree per task), json (a JSON object per call), perfetto (Perfetto's protobuf trace, needs -o), chrome-json (the Chrome JSON trace), stats (counts, errors, latency percentiles)")
 	fs.StringVarP(&f.output, "output", "o", "", "write to `FILE` instead of standard output")
 	fs.BoolVar(&f.json, "json", false, "same as --format json (schema: docs/json-schema.md)")
@@ -120,6 +126,7 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 		cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
 	}
 	cmd.RegisterFlagCompletionFunc("hist", completeFunctions)
+	cmd.RegisterFlagCompletionFunc("entry", completeFunctions)
 	cmd.MarkFlagDirname("cgroup")
 }
 
@@ -170,6 +177,12 @@ func (f *traceFlags) validate(command []string) error {
 	}
 	if f.set["max-bytes"] && (f.maxBytes < 1 || f.maxBytes > maxMaxBytes) {
 		return bad("--max-bytes must be 1 to %d, got %d", maxMaxBytes, f.maxBytes)
+	}
+	if f.errnos != "" && !f.errors {
+		return bad("--errno needs --errors")
+	}
+	if _, _, err := parseErrnos(f.errnos); err != nil {
+		return bad("--errno: %v", err)
 	}
 	if len(f.comm) > 15 {
 		return bad("--comm %q is longer than the kernel's 15 characters", f.comm)
@@ -257,7 +270,7 @@ func (e *exitError) Error() string { return e.msg }
 // runTrace traces the functions patterns select, in command (if any) or
 // the whole system, as the flags f say.
 func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, stdout, stderr io.Writer) error {
-	if len(patterns) == 0 {
+	if len(patterns) == 0 && len(f.entries) == 0 {
 		return fmt.Errorf("%w: no pattern: say which functions to trace, e.g. trawl 'tcp_*'", errUsage)
 	}
 	if err := f.validate(command); err != nil {
@@ -276,17 +289,22 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	if f.quiet {
 		notices = io.Discard
 	}
-	if allExclusions(patterns) {
+	if len(patterns) > 0 && allExclusions(patterns) && len(f.entries) == 0 {
 		fmt.Fprintln(notices, "trawl: every pattern is an exclusion: selecting every traceable function but those")
 	}
 
 	var child *gatedCommand
 	var err error
-	cfg := trawl.Config{Patterns: patterns, Backend: f.backend, PIDs: f.pids, Comm: f.comm, Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
+	cfg := trawl.Config{Patterns: patterns, Entries: f.entries, Stack: f.stack, Backend: f.backend, PIDs: f.pids, Comm: f.comm, Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
 	cfg.Decode.Depth, cfg.Decode.MaxBytes, cfg.Decode.Full = f.depth, f.maxBytes, f.full
 	cfg.Capture.BufferBytes, cfg.Capture.Buffers = f.maxBytes, f.buffers
 	cfg.Show = f.show
 	cfg.CgroupExact = f.cgroupExact
+	if errnos, except, _ := parseErrnos(f.errnos); except {
+		cfg.ExceptErrnos = errnos
+	} else {
+		cfg.Errnos = errnos
+	}
 	if len(command) > 0 {
 		if child, err = startGated(command, stdout, stderr); err != nil {
 			return err
@@ -583,6 +601,23 @@ func checkHist(sel *trawl.Selection, name string) error {
 		return fmt.Errorf("%w: --hist %s: not among the selected functions", errUsage, name)
 	}
 	return nil
+}
+
+// parseErrnos parses --errno: error names separated by commas, all but
+// them with a leading "!" (except).
+func parseErrnos(s string) (errnos []syscall.Errno, except bool, err error) {
+	if s == "" {
+		return nil, false, nil
+	}
+	s, except = strings.CutPrefix(s, "!")
+	for name := range strings.SplitSeq(s, ",") {
+		e, err := trawl.ErrnoByName(strings.TrimSpace(name))
+		if err != nil {
+			return nil, false, err
+		}
+		errnos = append(errnos, e)
+	}
+	return errnos, except, nil
 }
 
 func allExclusions(patterns []string) bool {

@@ -437,6 +437,65 @@ static __noinline __u64 trawl_nr_caps(const struct plan *p)
 	return n;
 }
 
+/* The --entry gate. Functions that --entry selects are planned with
+ * PLAN_ENTRY. While entry_gate is set, the other functions are traced only
+ * while the task is inside a call of one of them: the outermost such call
+ * opens the task's gate (shadow.entry_at), and the gate shuts when the
+ * task's stack pops below it. A call outside every entry call costs a plan
+ * lookup, a task storage lookup and a counter, never a ring buffer write. */
+volatile const __u32 entry_gate = 0;
+/* --entry with --errors: send the error chains of failed entry calls only
+ * (see chain_exit). */
+volatile const __u32 error_chains = 0;
+
+/* in_entry says whether the current task is inside an entry call. */
+static __always_inline int in_entry(void)
+{
+	struct shadow *s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+
+	return s && s->entry_at;
+}
+
+/* outside_entry says whether a call of plan p is left out by the gate,
+ * and counts it. */
+static __always_inline int outside_entry(const struct plan *p)
+{
+	if (!entry_gate || p->flags & PLAN_ENTRY || in_entry())
+		return 0;
+	count(CNT_OUTSIDE_ENTRY);
+	return 1;
+}
+
+/* open_gate makes call c at depth d, of plan p, the task's entry call if
+ * p is an entry function and the gate is shut. */
+static __always_inline void open_gate(struct shadow *s, struct call *c, __u32 d, const struct plan *p)
+{
+	if (p->flags & PLAN_ENTRY && !s->entry_at) {
+		s->entry_at = d + 1;
+		c->flags = CALL_ENTRY;
+	}
+}
+
+/* shut_gate shuts the gate once the task's stack popped its entry call. */
+static __always_inline void shut_gate(struct shadow *s)
+{
+	if (s->depth < s->entry_at)
+		s->entry_at = 0;
+}
+
+/* refuse_entry shuts the gate an entry call opened, when the entry filter
+ * refuses that call. */
+static __always_inline void refuse_entry(struct call *c)
+{
+	struct shadow *s;
+
+	if (!(c->flags & CALL_ENTRY))
+		return;
+	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	if (s)
+		s->entry_at = 0;
+}
+
 /* push starts a call of func, planned by p, on the task's shadow stack
  * and returns it, with its depth in *dp, or 0 when the call is not traced
  * (filtered, no storage or too deep). *sp is set once the shadow's depth
@@ -447,7 +506,7 @@ static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 fu
 	struct call *c;
 	__u32 d;
 
-	if (!armed)
+	if (!armed || outside_entry(p))
 		return 0;
 	if (!wanted()) {
 		count(CNT_FILTERED);
@@ -468,6 +527,7 @@ static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 fu
 	c = &s->calls[slot_of(d)];
 	c->func = func;
 	c->flags = 0;
+	open_gate(s, c, d, p);
 	c->nr_slots = p->nr_slots;
 	c->entry_ts = bpf_ktime_get_ns();
 	return c;
@@ -485,7 +545,7 @@ static __always_inline struct frame *new_frame(struct call *c, __u32 d)
 	struct frame *f = bpf_map_lookup_elem(&frames, &key);
 	struct scratch *sc;
 
-	c->flags = CALL_FRAMED;
+	c->flags |= CALL_FRAMED;
 	if (!f && (sc = get_scratch())) {
 		bpf_map_update_elem(&frames, &key, &sc->frame, BPF_ANY);
 		f = bpf_map_lookup_elem(&frames, &key);
@@ -543,6 +603,7 @@ static __always_inline struct call *pop(__u64 key, int kprobe, __u32 *dp)
 	c = &s->calls[slot_of(d - 1)];
 	if (is_call(c, key, kprobe)) {
 		s->depth = *dp = d - 1;
+		shut_gate(s);
 		return c;
 	}
 	for (int i = 0; i < MAX_DEPTH; i++) {
@@ -553,6 +614,7 @@ static __always_inline struct call *pop(__u64 key, int kprobe, __u32 *dp)
 		if (is_call(c, key, kprobe)) {
 			count(CNT_MISS_EXIT);
 			s->depth = *dp = d;
+			shut_gate(s);
 			return c;
 		}
 	}
@@ -666,6 +728,30 @@ static __always_inline void tally(__u32 func, int entry, __u64 dur, __u64 ret)
 	}
 }
 
+/* --errno: bit e of errno_kept keeps errno e; bit 0 keeps NULL pointers.
+ * Unused unless filter_errno is set. */
+volatile const __u32 filter_errno = 0;
+volatile const __u64 errno_kept[(MAX_ERRNO + 1) / 64] = {};
+/* errno_passes runs --errno on a call of plan p that returned the error
+ * ret. */
+static __always_inline int errno_passes(const struct plan *p, __u64 ret)
+{
+	__s64 v = ret;
+	__u32 e = 0;
+
+	if (!filter_errno)
+		return 1;
+	if (p->ret_size == 1)
+		v = (__s8)ret;
+	else if (p->ret_size == 2)
+		v = (__s16)ret;
+	else if (p->ret_size == 4)
+		v = (__s32)ret;
+	if (v < 0 && v >= -MAX_ERRNO)
+		e = -v;
+	return errno_kept[(e >> 6) & ((MAX_ERRNO + 1) / 64 - 1)] >> (e & 63) & 1;
+}
+
 /* exit_passes runs --min-duration and --errors on a call that took dur
  * ns (0: its entry was missed) and returned ret. */
 static __always_inline int exit_passes(__u32 func, __u64 dur, __u64 ret)
@@ -676,7 +762,7 @@ static __always_inline int exit_passes(__u32 func, __u64 dur, __u64 ret)
 		count(CNT_FILTERED_EXIT);
 		return 0;
 	}
-	if (filter_errors && (!(p = bpf_map_lookup_elem(&plans, &func)) || !is_error(p, ret))) {
+	if (filter_errors && (!(p = bpf_map_lookup_elem(&plans, &func)) || !is_error(p, ret) || !errno_passes(p, ret))) {
 		count(CNT_FILTERED_EXIT);
 		return 0;
 	}
@@ -764,6 +850,8 @@ static __always_inline void send(void *ctx, struct call *c, __u32 d, __u64 ret, 
 	__builtin_memset(r->cap_len, 0, sizeof(r->cap_len));
 	r->cap_failed = 0;
 	r->data_len = 0;
+	r->chain = 0;
+	r->stack = c->stack;
 	r->pad = 0;
 	bpf_ringbuf_submit(r, 0);
 }
@@ -773,17 +861,189 @@ static __always_inline void exit_only(__u32 func, __u64 ret)
 {
 	struct scratch *s;
 
+	if (entry_gate && !in_entry())
+		return;
 	if (!wanted())
 		return;
 	if (!armed)
 		return;
 	count(CNT_MISS_ENTRY);
+	if (error_chains)
+		return; /* no chain holds a call without its entry */
 	s = get_scratch();
 	if (!s)
 		return;
 	__builtin_memset(&s->frame.rec, 0, sizeof(s->frame.rec));
 	s->frame.rec.func = func;
 	emit(&s->frame, ret);
+}
+
+/* Error chains (--entry with --errors). Inside an entry call, a call
+ * that returns an error is kept in the kernel, not sent: the chains map
+ * holds its record by task and depth. The calls that fail form a chain
+ * while each one's caller fails in turn: the first, innermost one is the
+ * origin, and the task's shadow notes the chain's outermost call
+ * (chain_top) and its origin. A call that fails and is not the caller of
+ * the chain's outermost call starts a new chain (the old error was
+ * handled); a caller that returns no error ends the chain. When the entry
+ * call returns an error (and --errno and a --filter using ret keep it), its
+ * chain is sent, origin first, so that the calls come in the order they
+ * ended; else the kept records are dropped, counted as filtered at exit.
+ * The buffer is bounded: MAX_DEPTH calls per task, and the map's size
+ * over all tasks; records it evicted are counted as missed. */
+/* The number of the last chain sent. */
+__u64 chain_seq = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1); /* resized by the loader */
+	__type(key, struct frame_key);
+	__type(value, struct frame);
+} chains SEC(".maps");
+
+static __always_inline void count_n(__u32 c, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &c);
+	if (v)
+		*v += n;
+}
+
+/* chain_record returns the finished record of call c at depth d, which
+ * returned ret: its frame, or the per-CPU scratch frame filled as send
+ * fills a record. */
+static __always_inline struct frame *chain_record(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe)
+{
+	struct frame *f = 0;
+	struct scratch *sc;
+
+	if (c->flags & CALL_FRAMED)
+		f = frame_of(c, d);
+	if (!f) {
+		if (!(sc = get_scratch()))
+			return 0;
+		f = &sc->frame;
+		__builtin_memset(&f->rec, 0, sizeof(f->rec));
+		f->rec.entry_ts = c->entry_ts;
+		f->rec.func = c->func;
+		f->rec.depth = d;
+		f->rec.stack = c->stack;
+		f->rec.flags = REC_ENTRY | (c->flags & CALL_FRAMED ? REC_TRUNCATED : 0);
+		for (int i = 0; i < MAX_SLOTS; i++) {
+			__u64 v = 0;
+
+			if (i >= c->nr_slots)
+				break;
+			if (kprobe)
+				v = c->slots[i];
+			else
+				bpf_get_func_arg(ctx, i, &v);
+			f->rec.slots[i] = v;
+		}
+	}
+	f->rec.exit_ts = bpf_ktime_get_ns();
+	f->rec.ret = ret;
+	f->rec.flags |= REC_EXIT;
+	f->rec.cpu = bpf_get_smp_processor_id();
+	f->rec.chain = 0;
+	who(&f->rec);
+	return f;
+}
+
+/* drop_chain forgets the task's chain, counting its calls as filtered. */
+static __always_inline void drop_chain(struct shadow *s)
+{
+	if (s->chain_top) {
+		count_n(CNT_FILTERED_EXIT, s->origin + 2 - s->chain_top);
+		s->chain_top = 0;
+	}
+}
+
+/* output sends a kept or finished record to user space. */
+static __always_inline void output(struct frame *f)
+{
+	__u32 len = f->rec.data_len;
+
+	if (len > MAX_DATA)
+		len = MAX_DATA;
+	if (bpf_ringbuf_output(&events, f, sizeof(f->rec) + len, 0))
+		count(CNT_DROPS);
+}
+
+/* send_chain sends the chain of the entry call at depth d, whose record
+ * is f: the kept calls from the origin out, then f. */
+static __always_inline void send_chain(struct shadow *s, struct frame *f, __u32 d)
+{
+	struct frame_key key = {.tid = bpf_get_current_pid_tgid()};
+	__u32 id = __sync_fetch_and_add(&chain_seq, 1) + 1;
+	__u32 origin = s->origin;
+	struct frame *k;
+
+	count(CNT_CHAINS);
+	for (int i = 0; i < MAX_DEPTH; i++) {
+		__u32 at = origin - i;
+
+		if (at <= d || at >= MAX_DEPTH)
+			break;
+		key.depth = at;
+		k = bpf_map_lookup_elem(&chains, &key);
+		if (!k || k->rec.entry_ts < f->rec.entry_ts) {
+			count(CNT_MISS_CHAIN);
+			continue;
+		}
+		k->rec.chain = id;
+		if (at == origin)
+			k->rec.flags |= REC_ORIGIN;
+		output(k);
+	}
+	f->rec.chain = id;
+	if (origin == d)
+		f->rec.flags |= REC_ORIGIN;
+	output(f);
+}
+
+/* chain_exit ends call c at depth d, which returned ret, in an error
+ * chain: it keeps the call if it fails, and sends or drops the chain when
+ * c is the entry call. */
+static __always_inline void chain_exit(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe)
+{
+	struct shadow *s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	const struct plan *p = bpf_map_lookup_elem(&plans, &c->func);
+	int entry = c->flags & CALL_ENTRY;
+	struct frame_key key;
+	struct frame *f;
+
+	count(CNT_CALLS);
+	if (!s || !p)
+		return;
+	if (!is_error(p, ret)) {
+		count(CNT_FILTERED_EXIT);
+		if (entry || (s->chain_top && d + 1 < s->chain_top))
+			drop_chain(s);
+		return;
+	}
+	if (!s->chain_top || d + 2 != s->chain_top) {
+		drop_chain(s);
+		s->origin = d;
+	}
+	s->chain_top = d + 1;
+	f = chain_record(ctx, c, d, ret, kprobe);
+	if (!f) {
+		count(CNT_MISS_CHAIN);
+		return;
+	}
+	if (!entry) {
+		key.tid = bpf_get_current_pid_tgid();
+		key.depth = d;
+		if (bpf_map_update_elem(&chains, &key, f, BPF_ANY))
+			count(CNT_MISS_CHAIN);
+		return;
+	}
+	if (errno_passes(p, ret) && (filter_at != FILTER_AT_EXIT || trawl_filter(&f->rec))) {
+		send_chain(s, f, d);
+		s->chain_top = 0;
+		return;
+	}
+	drop_chain(s);
 }
 
 /* finish sends call c at depth d, which returned ret. */
@@ -793,6 +1053,10 @@ static __always_inline void finish(void *ctx, struct call *c, __u32 d, __u64 ret
 
 	if (c->flags & CALL_DROP)
 		return; /* counted at entry */
+	if (error_chains) {
+		chain_exit(ctx, c, d, ret, kprobe);
+		return;
+	}
 	if (c->flags & CALL_FRAMED && (f = frame_of(c, d)))
 		emit(f, ret);
 	else
@@ -836,6 +1100,35 @@ static __always_inline void trampoline_slots(void *ctx, __u64 *slots, const stru
 	}
 }
 
+/* Kernel stacks (--stack). Each traced call's entry takes its kernel
+ * stack into the stacks map, which keeps each distinct stack once, by its
+ * hash; the call carries the id. A stack whose hash bucket holds another
+ * stack, or that the map has no room for, is counted as missed. */
+volatile const __u32 want_stack = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 1); /* resized by the loader */
+	__type(key, __u32);
+	__uint(value_size, MAX_STACK * sizeof(__u64));
+} stacks SEC(".maps");
+
+/* take_stack notes the kernel stack of call c, at its entry. */
+static __always_inline void take_stack(void *ctx, struct call *c)
+{
+	long id;
+
+	c->stack = 0;
+	if (!want_stack)
+		return;
+	id = bpf_get_stackid(ctx, &stacks, 0);
+	if (id < 0 || id >= MAX_STACKS) {
+		count(CNT_MISS_STACK);
+		return;
+	}
+	c->stack = id + 1;
+}
+
 /* enter fills a framed call's frame with its slots and captures: from
  * the trampoline's ctx, or from c for kprobes. */
 static __always_inline void enter(void *ctx, struct call *c, __u32 d, const struct plan *p, int kprobe)
@@ -843,16 +1136,20 @@ static __always_inline void enter(void *ctx, struct call *c, __u32 d, const stru
 	__u64 nr_caps = kprobe ? p->nr_caps : trawl_nr_caps(p);
 	struct frame *f;
 
+	take_stack(ctx, c);
 	/* A call needs a frame to copy memory, or to give a --filter
 	 * expression a record to read. */
 	if (!(nr_caps || filter_at || p->flags & PLAN_SHOW) || !(f = new_frame(c, d)))
 		return;
+	f->rec.stack = c->stack;
 	if (kprobe)
 		__builtin_memcpy(f->rec.slots, c->slots, sizeof(c->slots));
 	else
 		trampoline_slots(ctx, f->rec.slots, p);
-	if (!capture(f, p, nr_caps))
+	if (!capture(f, p, nr_caps)) {
 		c->flags |= CALL_DROP;
+		refuse_entry(c);
+	}
 }
 
 SEC("fentry/trawl_placeholder")
@@ -1012,6 +1309,7 @@ static __always_inline void session_exit(void *ctx, __u64 ret, int kprobe)
 	if (s->depth > d + 1)
 		count(CNT_MISS_EXIT);
 	s->depth = d;
+	shut_gate(s);
 	if (d < MAX_DEPTH)
 		finish(ctx, &s->calls[slot_of(d)], d, ret, kprobe);
 }

@@ -14,6 +14,8 @@ enum limit {
 	MAX_DATA = 1024,   /* bytes copied behind pointers, per call */
 	MAX_CAP = 512,     /* bytes copied behind one pointer (power of 2) */
 	IP_MAX_PROBES = 8, /* address table slots tried from an address's hash */
+	MAX_STACK = 64,    /* frames of a kernel stack (--stack) */
+	MAX_STACKS = 16384, /* stacks the stack map holds; ids fit a call's __u16 */
 };
 
 /* What a capture copies. */
@@ -54,6 +56,7 @@ enum plan_flag {
 	PLAN_REGS_IN_ORDER = 1, /* kprobes: slot i is argument register i, for every slot */
 	PLAN_EXIT_CAPS = 2,     /* some captures are made at exit (CAP_BUF_EXIT, CAP_BUF_RET) */
 	PLAN_SHOW = 4,          /* trawl_show has --show expressions for the function */
+	PLAN_ENTRY = 8,         /* an --entry function: its calls open the gate */
 };
 
 /* plan is what the program needs to know about one function. */
@@ -72,6 +75,7 @@ enum rec_flag {
 	REC_ENTRY = 1,     /* entry seen: slots and data are valid */
 	REC_EXIT = 2,      /* exit seen: ret and exit_ts are valid */
 	REC_TRUNCATED = 4, /* the data budget ran out */
+	REC_ORIGIN = 8,    /* the innermost call of an error chain: the error appeared there */
 };
 
 /* record is one call as it goes to user space: its header, then data_len
@@ -91,6 +95,8 @@ struct record {
 	__u16 cap_len[MAX_CAPS];
 	__u16 cap_failed; /* bit i: capture i could not be read */
 	__u16 data_len;
+	__u32 chain; /* --entry --errors: the error chain's number, 0 outside chains */
+	__u32 stack; /* --stack: the id + 1 of its kernel stack in the stacks map, 0 for none */
 	__u32 pad;
 };
 
@@ -116,13 +122,14 @@ struct call {
 	__u32 func;
 	__u8 flags; /* CALL_* */
 	__u8 nr_slots;
-	__u16 pad;
+	__u16 stack; /* as record.stack */
 	__u64 slots[MAX_SLOTS];
 };
 
 /* Flags of a call. */
 #define CALL_FRAMED 1 /* its frame in the frames map holds captures */
 #define CALL_DROP 2   /* the entry filter refused it: pop, never send */
+#define CALL_ENTRY 4  /* the outermost --entry call in flight: it opened the gate */
 
 /* shadow is a task's stack of calls in flight. depth counts calls even
  * past MAX_DEPTH, so exits stay matched when the stack overflows. A call
@@ -133,7 +140,9 @@ struct call {
  * 7.x kernels. */
 struct shadow {
 	__u32 depth;
-	__u32 pad;
+	__u32 entry_at; /* --entry: depth + 1 of the call that opened the gate, 0 when shut */
+	__u32 chain_top; /* --entry --errors: depth + 1 of the chain's outermost call, 0 for none */
+	__u32 origin;    /* the depth of the chain's origin */
 	struct call calls[MAX_DEPTH];
 };
 
@@ -174,6 +183,10 @@ enum counter {
 	CNT_MISS_FRAME,   /* calls sent without captures: their frame was evicted */
 	CNT_MISS_PIDS,    /* children not followed: the pids map was full */
 	CNT_MISS_ERRNO,   /* --stats errors not counted by errno: the errnos map was full */
+	CNT_OUTSIDE_ENTRY, /* --entry: entries of calls outside every entry call */
+	CNT_CHAINS,       /* --entry --errors: error chains sent */
+	CNT_MISS_CHAIN,   /* calls of a chain lost: evicted from the chain buffer */
+	CNT_MISS_STACK,   /* --stack: entries whose stack the stack map could not take */
 	CNT_MAX,
 };
 

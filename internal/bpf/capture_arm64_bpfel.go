@@ -47,7 +47,7 @@ const (
 type CaptureFrame struct {
 	_    structs.HostLayout
 	Rec  CaptureRecord
-	Data [1864]uint8
+	Data [1856]uint8
 }
 
 type CaptureFrameKey struct {
@@ -95,6 +95,8 @@ const (
 	CaptureLimitMAX_DATA      CaptureLimit = 1024
 	CaptureLimitMAX_CAP       CaptureLimit = 512
 	CaptureLimitIP_MAX_PROBES CaptureLimit = 8
+	CaptureLimitMAX_STACK     CaptureLimit = 64
+	CaptureLimitMAX_STACKS    CaptureLimit = 16384
 )
 
 type CapturePlan struct {
@@ -122,6 +124,7 @@ const (
 	CapturePlanFlagPLAN_REGS_IN_ORDER CapturePlanFlag = 1
 	CapturePlanFlagPLAN_EXIT_CAPS     CapturePlanFlag = 2
 	CapturePlanFlagPLAN_SHOW          CapturePlanFlag = 4
+	CapturePlanFlagPLAN_ENTRY         CapturePlanFlag = 8
 )
 
 type CaptureRecFlag uint32
@@ -130,6 +133,7 @@ const (
 	CaptureRecFlagREC_ENTRY     CaptureRecFlag = 1
 	CaptureRecFlagREC_EXIT      CaptureRecFlag = 2
 	CaptureRecFlagREC_TRUNCATED CaptureRecFlag = 4
+	CaptureRecFlagREC_ORIGIN    CaptureRecFlag = 8
 )
 
 type CaptureRecord struct {
@@ -148,6 +152,8 @@ type CaptureRecord struct {
 	CapLen    [12]uint16
 	CapFailed uint16
 	DataLen   uint16
+	Chain     uint32
+	Stack     uint32
 	Pad       uint32
 }
 
@@ -157,17 +163,19 @@ type CaptureScratch struct {
 }
 
 type CaptureShadow struct {
-	_     structs.HostLayout
-	Depth uint32
-	Pad   uint32
-	Calls [16]struct {
+	_        structs.HostLayout
+	Depth    uint32
+	EntryAt  uint32
+	ChainTop uint32
+	Origin   uint32
+	Calls    [16]struct {
 		_       structs.HostLayout
 		EntryTs uint64
 		Ip      uint64
 		Func    uint32
 		Flags   uint8
 		NrSlots uint8
-		Pad     uint16
+		Stack   uint16
 		Slots   [12]uint64
 	}
 }
@@ -182,6 +190,7 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	CaptureMapChains                = "chains"
 	CaptureMapCounters              = "counters"
 	CaptureMapErrnos                = "errnos"
 	CaptureMapEvents                = "events"
@@ -191,6 +200,7 @@ const (
 	CaptureMapPlans                 = "plans"
 	CaptureMapScratches             = "scratches"
 	CaptureMapShadows               = "shadows"
+	CaptureMapStacks                = "stacks"
 	CaptureMapStats                 = "stats"
 	CaptureProgFentryCapture        = "fentry_capture"
 	CaptureProgFexitCapture         = "fexit_capture"
@@ -202,17 +212,23 @@ const (
 	CaptureProgKretprobeCapture     = "kretprobe_capture"
 	CaptureVarAggregate             = "aggregate"
 	CaptureVarArmed                 = "armed"
+	CaptureVarChainSeq              = "chain_seq"
+	CaptureVarEntryGate             = "entry_gate"
+	CaptureVarErrnoKept             = "errno_kept"
+	CaptureVarErrorChains           = "error_chains"
 	CaptureVarFilterAt              = "filter_at"
 	CaptureVarFilterCgroup          = "filter_cgroup"
 	CaptureVarFilterCgroupExact     = "filter_cgroup_exact"
 	CaptureVarFilterCgroupLevel     = "filter_cgroup_level"
 	CaptureVarFilterComm            = "filter_comm"
+	CaptureVarFilterErrno           = "filter_errno"
 	CaptureVarFilterErrors          = "filter_errors"
 	CaptureVarFilterPids            = "filter_pids"
 	CaptureVarIpBits                = "ip_bits"
 	CaptureVarMinDuration           = "min_duration"
 	CaptureVarShared                = "shared"
 	CaptureVarShowOn                = "show_on"
+	CaptureVarWantStack             = "want_stack"
 )
 
 // LoadCapture returns the embedded CollectionSpec for Capture.
@@ -271,6 +287,7 @@ type CaptureProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CaptureMapSpecs struct {
+	Chains    *ebpf.MapSpec `ebpf:"chains"`
 	Counters  *ebpf.MapSpec `ebpf:"counters"`
 	Errnos    *ebpf.MapSpec `ebpf:"errnos"`
 	Events    *ebpf.MapSpec `ebpf:"events"`
@@ -280,6 +297,7 @@ type CaptureMapSpecs struct {
 	Plans     *ebpf.MapSpec `ebpf:"plans"`
 	Scratches *ebpf.MapSpec `ebpf:"scratches"`
 	Shadows   *ebpf.MapSpec `ebpf:"shadows"`
+	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
 	Stats     *ebpf.MapSpec `ebpf:"stats"`
 }
 
@@ -289,17 +307,23 @@ type CaptureMapSpecs struct {
 type CaptureVariableSpecs struct {
 	Aggregate         *ebpf.VariableSpec `ebpf:"aggregate"`
 	Armed             *ebpf.VariableSpec `ebpf:"armed"`
+	ChainSeq          *ebpf.VariableSpec `ebpf:"chain_seq"`
+	EntryGate         *ebpf.VariableSpec `ebpf:"entry_gate"`
+	ErrnoKept         *ebpf.VariableSpec `ebpf:"errno_kept"`
+	ErrorChains       *ebpf.VariableSpec `ebpf:"error_chains"`
 	FilterAt          *ebpf.VariableSpec `ebpf:"filter_at"`
 	FilterCgroup      *ebpf.VariableSpec `ebpf:"filter_cgroup"`
 	FilterCgroupExact *ebpf.VariableSpec `ebpf:"filter_cgroup_exact"`
 	FilterCgroupLevel *ebpf.VariableSpec `ebpf:"filter_cgroup_level"`
 	FilterComm        *ebpf.VariableSpec `ebpf:"filter_comm"`
+	FilterErrno       *ebpf.VariableSpec `ebpf:"filter_errno"`
 	FilterErrors      *ebpf.VariableSpec `ebpf:"filter_errors"`
 	FilterPids        *ebpf.VariableSpec `ebpf:"filter_pids"`
 	IpBits            *ebpf.VariableSpec `ebpf:"ip_bits"`
 	MinDuration       *ebpf.VariableSpec `ebpf:"min_duration"`
 	Shared            *ebpf.VariableSpec `ebpf:"shared"`
 	ShowOn            *ebpf.VariableSpec `ebpf:"show_on"`
+	WantStack         *ebpf.VariableSpec `ebpf:"want_stack"`
 }
 
 // CaptureObjects contains all objects after they have been loaded into the kernel.
@@ -322,6 +346,7 @@ func (o *CaptureObjects) Close() error {
 //
 // It can be passed to LoadCaptureObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CaptureMaps struct {
+	Chains    *ebpf.Map `ebpf:"chains"`
 	Counters  *ebpf.Map `ebpf:"counters"`
 	Errnos    *ebpf.Map `ebpf:"errnos"`
 	Events    *ebpf.Map `ebpf:"events"`
@@ -331,11 +356,13 @@ type CaptureMaps struct {
 	Plans     *ebpf.Map `ebpf:"plans"`
 	Scratches *ebpf.Map `ebpf:"scratches"`
 	Shadows   *ebpf.Map `ebpf:"shadows"`
+	Stacks    *ebpf.Map `ebpf:"stacks"`
 	Stats     *ebpf.Map `ebpf:"stats"`
 }
 
 func (m *CaptureMaps) Close() error {
 	return _CaptureClose(
+		m.Chains,
 		m.Counters,
 		m.Errnos,
 		m.Events,
@@ -345,6 +372,7 @@ func (m *CaptureMaps) Close() error {
 		m.Plans,
 		m.Scratches,
 		m.Shadows,
+		m.Stacks,
 		m.Stats,
 	)
 }
@@ -355,17 +383,23 @@ func (m *CaptureMaps) Close() error {
 type CaptureVariables struct {
 	Aggregate         *ebpf.Variable `ebpf:"aggregate"`
 	Armed             *ebpf.Variable `ebpf:"armed"`
+	ChainSeq          *ebpf.Variable `ebpf:"chain_seq"`
+	EntryGate         *ebpf.Variable `ebpf:"entry_gate"`
+	ErrnoKept         *ebpf.Variable `ebpf:"errno_kept"`
+	ErrorChains       *ebpf.Variable `ebpf:"error_chains"`
 	FilterAt          *ebpf.Variable `ebpf:"filter_at"`
 	FilterCgroup      *ebpf.Variable `ebpf:"filter_cgroup"`
 	FilterCgroupExact *ebpf.Variable `ebpf:"filter_cgroup_exact"`
 	FilterCgroupLevel *ebpf.Variable `ebpf:"filter_cgroup_level"`
 	FilterComm        *ebpf.Variable `ebpf:"filter_comm"`
+	FilterErrno       *ebpf.Variable `ebpf:"filter_errno"`
 	FilterErrors      *ebpf.Variable `ebpf:"filter_errors"`
 	FilterPids        *ebpf.Variable `ebpf:"filter_pids"`
 	IpBits            *ebpf.Variable `ebpf:"ip_bits"`
 	MinDuration       *ebpf.Variable `ebpf:"min_duration"`
 	Shared            *ebpf.Variable `ebpf:"shared"`
 	ShowOn            *ebpf.Variable `ebpf:"show_on"`
+	WantStack         *ebpf.Variable `ebpf:"want_stack"`
 }
 
 // CapturePrograms contains all programs after they have been loaded into the kernel.

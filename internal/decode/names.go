@@ -3,6 +3,7 @@
 package decode
 
 import (
+	"sync"
 	"syscall"
 
 	"github.com/cilium/ebpf/btf"
@@ -99,3 +100,27 @@ func ErrnoName(n int64) string {
 	}
 	return unix.ErrnoName(syscall.Errno(n))
 }
+
+// errnoNumbers maps the name of each error number ErrnoName names back to
+// the number.
+var errnoNumbers = sync.OnceValue(func() map[string]int64 {
+	m := map[string]int64{}
+	for n := int64(maxErrno); n > 0; n-- {
+		// Down from the top, so that a name two numbers share (EWOULDBLOCK
+		// and EAGAIN are one) maps to the smaller.
+		if name := ErrnoName(n); name != "" {
+			m[name] = n
+		}
+	}
+	return m
+})
+
+// ErrnoNumber returns the positive error number of a name such as
+// "ENOENT", including the kernel's internal ones.
+func ErrnoNumber(name string) (int64, bool) {
+	n, ok := errnoNumbers()[name]
+	return n, ok
+}
+
+// ErrnoNames returns every name ErrnoNumber knows, with its number.
+func ErrnoNames() map[string]int64 { return errnoNumbers() }

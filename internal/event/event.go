@@ -27,6 +27,7 @@ import (
 const (
 	recEntry     = uint8(bpf.CaptureRecFlagREC_ENTRY)
 	recTruncated = uint8(bpf.CaptureRecFlagREC_TRUNCATED)
+	recOrigin    = uint8(bpf.CaptureRecFlagREC_ORIGIN)
 )
 
 const headerSize = int(unsafe.Sizeof(bpf.CaptureRecord{}))
@@ -120,6 +121,10 @@ func (d *Decoder) Call(r *Record, c *render.Call) error {
 		Depth:  int(r.Depth),
 		Args:   c.Args[:0],
 		Show:   c.Show[:0],
+		Chain:  r.Chain,
+	}
+	if r.Flags&recOrigin != 0 {
+		c.Flags |= render.Origin
 	}
 	if r.Flags&recEntry == 0 {
 		c.TS = r.ExitTs

@@ -99,7 +99,7 @@ func TestParse(t *testing.T) {
 		Depth:     0x99,
 		CapFailed: 0xaa0a,
 		DataLen:   5,
-		Pad:       0xbbbbbb0b,
+		Chain:     0xbbbbbb0b,
 	}
 	raw := make([]byte, headerSize, headerSize+8)
 	for _, m := range []struct {
@@ -109,7 +109,7 @@ func TestParse(t *testing.T) {
 		{"entry_ts", want.EntryTs}, {"exit_ts", want.ExitTs}, {"ret", want.Ret},
 		{"func", uint64(want.Func)}, {"tgid", uint64(want.Tgid)}, {"pid", uint64(want.Pid)},
 		{"cpu", uint64(want.Cpu)}, {"flags", uint64(want.Flags)}, {"depth", uint64(want.Depth)},
-		{"cap_failed", uint64(want.CapFailed)}, {"data_len", uint64(want.DataLen)}, {"pad", uint64(want.Pad)},
+		{"cap_failed", uint64(want.CapFailed)}, {"data_len", uint64(want.DataLen)}, {"chain", uint64(want.Chain)},
 	} {
 		l.put(t, raw, m.name, 0, m.x)
 	}

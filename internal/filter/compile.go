@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/plan"
 )
 
@@ -46,11 +47,14 @@ var addressFamilies = Constants{
 	"AF_NETLINK": 16, "AF_PACKET": 17, "AF_VSOCK": 40, "AF_XDP": 44,
 }
 
-// KernelConstants collects the enum constants of a kernel's BTF, and the
-// address families.
+// KernelConstants collects the enum constants of a kernel's BTF, the
+// address families and the error numbers (EINVAL, as in ret == -EINVAL).
 func KernelConstants(spec *btf.Spec) (Constants, error) {
 	c := Constants{}
 	for name, v := range addressFamilies {
+		c[name] = v
+	}
+	for name, v := range decode.ErrnoNames() {
 		c[name] = v
 	}
 	for t, err := range spec.All() {

@@ -148,6 +148,9 @@ func TestEval(t *testing.T) {
 		{sendmsg, "sk != 0 && size == 1", call{slots: map[int]uint64{0: sk, 2: 1}}, true},
 		{sendmsg, "ret < 0", call{ret: 0xdeadbeef_ffffffe0}, true}, // int -32, junk above
 		{sendmsg, "ret == 5", call{ret: 0xdeadbeef_00000005}, true},
+		{sendmsg, "ret == -EINVAL", call{ret: 0xdeadbeef_ffffffea}, true},
+		{sendmsg, "ret == -EINVAL", call{ret: 0xdeadbeef_fffffffe}, false},
+		{sendmsg, "ret != -ENOENT", call{ret: 0xdeadbeef_fffffffe}, false},
 		{setState, "state == -1", call{slots: map[int]uint64{1: 0x12345678_ffffffff}}, true},
 		{setState, "state < 0", call{slots: map[int]uint64{1: 7}}, false},
 		{drop, "skb->len > 1000 && reason == SKB_DROP_REASON_NO_SOCKET", call{slots: map[int]uint64{1: skb, 2: noSocket}, kernel: bigSkb}, true},

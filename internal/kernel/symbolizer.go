@@ -22,6 +22,10 @@ const maxSymbolGap = 1 << 20
 type Symbolizer struct {
 	addrs []uint64
 	names []string
+	// mods holds the module of each symbol, an index into modNames: 0 for
+	// vmlinux.
+	mods     []uint16
+	modNames []string
 }
 
 // minKernelAddr is below every kernel text or data address on x86-64 and
@@ -43,7 +47,10 @@ func NewSymbolizer(r io.Reader) (*Symbolizer, error) {
 	type sym struct {
 		addr uint64
 		name string
+		mod  uint16
 	}
+	modIndex := map[string]uint16{"": 0}
+	modNames := []string{""}
 	var syms []sym
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
@@ -61,28 +68,53 @@ func NewSymbolizer(r io.Reader) (*Symbolizer, error) {
 			strings.HasPrefix(fields[2], "__pfx_") || strings.HasPrefix(fields[2], "__cfi_") {
 			continue
 		}
-		syms = append(syms, sym{addr, fields[2]})
+		mod := ""
+		if len(fields) > 3 {
+			mod = strings.Trim(fields[3], "[]")
+		}
+		i, ok := modIndex[mod]
+		if !ok && len(modNames) < 1<<16 {
+			i = uint16(len(modNames))
+			modIndex[mod] = i
+			modNames = append(modNames, mod)
+		}
+		syms = append(syms, sym{addr, fields[2], i})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read kallsyms: %w", err)
 	}
 	sort.SliceStable(syms, func(i, j int) bool { return syms[i].addr < syms[j].addr })
-	s := &Symbolizer{addrs: make([]uint64, len(syms)), names: make([]string, len(syms))}
+	s := &Symbolizer{addrs: make([]uint64, len(syms)), names: make([]string, len(syms)), mods: make([]uint16, len(syms)), modNames: modNames}
 	for i, sy := range syms {
-		s.addrs[i], s.names[i] = sy.addr, sy.name
+		s.addrs[i], s.names[i], s.mods[i] = sy.addr, sy.name, sy.mod
 	}
 	return s, nil
 }
 
 // Symbolize returns the symbol holding addr and the offset into it.
 func (s *Symbolizer) Symbolize(addr uint64) (string, uint64, bool) {
+	i, ok := s.find(addr)
+	if !ok {
+		return "", 0, false
+	}
+	return s.names[i], addr - s.addrs[i], true
+}
+
+// SymbolizeModule is Symbolize, with the module of the symbol: "" for
+// vmlinux, "bpf" for BPF programs and trampolines.
+func (s *Symbolizer) SymbolizeModule(addr uint64) (name string, off uint64, module string, ok bool) {
+	i, ok := s.find(addr)
+	if !ok {
+		return "", 0, "", false
+	}
+	return s.names[i], addr - s.addrs[i], s.modNames[s.mods[i]], true
+}
+
+// find returns the index of the symbol holding addr.
+func (s *Symbolizer) find(addr uint64) (int, bool) {
 	i := sort.Search(len(s.addrs), func(i int) bool { return s.addrs[i] > addr }) - 1
-	if i < 0 {
-		return "", 0, false
+	if i < 0 || addr-s.addrs[i] > maxSymbolGap {
+		return 0, false
 	}
-	off := addr - s.addrs[i]
-	if off > maxSymbolGap {
-		return "", 0, false
-	}
-	return s.names[i], off, true
+	return i, true
 }

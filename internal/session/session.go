@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -36,6 +37,7 @@ import (
 // Notify must be set.
 type Config struct {
 	Patterns             []string
+	Entries              []string
 	Backend              string
 	PIDs                 []int
 	Comm, Cgroup, Filter string
@@ -43,6 +45,8 @@ type Config struct {
 	MinDuration          time.Duration
 	Errors               bool
 	CgroupExact          bool
+	Errnos, ExceptErrnos []syscall.Errno
+	Stack                bool
 	Budgets              plan.Options
 	Values               decode.Options
 	Progress             backend.Progress
@@ -70,6 +74,10 @@ type Session struct {
 	targets   []backend.Target
 	flt       *filters
 	show      *shows
+	// stacks symbolises the calls' kernel stacks, with --stack.
+	stacks *stackFrames
+	// entries are the functions --entry selected.
+	entries   map[*kernel.Function]bool
 	capture   backend.Capture
 	attached  *backend.Attachment
 	fork      link.Link
@@ -142,7 +150,7 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe Probe) error {
 	if s.show, err = newShows(cfg.Show, cat); err != nil {
 		return err
 	}
-	if s.Selection, err = selector.Select(cat, cfg.Patterns); err != nil {
+	if s.Selection, s.entries, err = selectWithEntries(cat, cfg.Patterns, cfg.Entries); err != nil {
 		return err
 	}
 	s.Backend, _, err = Choose(cfg.Backend, s.Selection, probe)
@@ -194,6 +202,9 @@ func (s *Session) plan(cfg Config) error {
 	}
 	s.flt.notify(cfg.Notify)
 	s.show.notify(cfg.Notify)
+	if err := s.checkEntries(); err != nil {
+		return err
+	}
 	if len(s.targets) == 0 && len(s.flt.skips) > 0 {
 		return s.flt.noneLeft(len(sel.Selected))
 	}
@@ -221,6 +232,12 @@ func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
 		return err
 	}
 	if err := s.show.configure(spec); err != nil {
+		return err
+	}
+	if err := configureChains(spec, cfg); err != nil {
+		return err
+	}
+	if err := configureStacks(spec, cfg); err != nil {
 		return err
 	}
 	if err := s.flt.configure(spec, s.targets); err != nil {
@@ -255,6 +272,9 @@ func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
 		}
 		if t.Show != nil {
 			w.Flags |= uint16(bpf.CapturePlanFlagPLAN_SHOW)
+		}
+		if s.entries[t.Plan.Func] {
+			w.Flags |= planEntry
 		}
 		if err := layouts.Put(t.ID, &w); err != nil {
 			return fmt.Errorf("store the capture layout of %s: %w", t.Plan.Func.Name, err)
@@ -296,6 +316,9 @@ func (s *Session) arm(cfg Config) error {
 	}
 	s.decoder = event.NewDecoder(s.plans, cfg.Values, sym)
 	s.decoder.Show(s.show.blocks)
+	if cfg.Stack {
+		s.stacks = &stackFrames{m: s.capture.Collection.Maps[bpf.CaptureMapStacks], sym: sym, cache: map[uint32][]string{}}
+	}
 	return nil
 }
 
@@ -318,6 +341,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, n int) error {
 	set := map[string]any{
 		bpf.CaptureVarFilterPids: uint32(min(len(cfg.PIDs), 1)),
 		bpf.CaptureVarFilterComm: comm,
+		bpf.CaptureVarEntryGate:  uint32(min(len(cfg.Entries), 1)),
 	}
 	for name, v := range set {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -378,7 +402,13 @@ func (s *Session) Read(ctx context.Context, c *render.Call) error {
 	if err != nil {
 		return err
 	}
-	return s.decoder.Call(&r, c)
+	if err := s.decoder.Call(&r, c); err != nil {
+		return err
+	}
+	if r.Stack != 0 && s.stacks != nil {
+		c.Stack = s.stacks.frames(r.Stack - 1)
+	}
+	return nil
 }
 
 // watch makes a blocked Read return once ctx is done, by flushing the

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/trawl-dev/trawl/internal/vmtest/guest"
+)
+
+// opensArg as the first argument makes the test binary open each of the
+// other arguments, and close it if the open succeeds.
+const opensArg = "__opens"
+
+func opens(paths []string) {
+	for _, p := range paths {
+		if f, err := os.Open(p); err == nil {
+			f.Close()
+		}
+	}
+}
+
+// jsonCall is a call as --json writes it, the fields these tests read.
+type jsonCall struct {
+	TS       uint64          `json:"ts"`
+	PID      uint32          `json:"pid"`
+	TID      uint32          `json:"tid"`
+	Comm     string          `json:"comm"`
+	Func     string          `json:"func"`
+	Args     json.RawMessage `json:"args"`
+	Ret      json.RawMessage `json:"ret"`
+	Errno    string          `json:"errno"`
+	Duration uint64          `json:"duration_ns"`
+	Depth    int             `json:"depth"`
+	Chain    uint32          `json:"chain"`
+	Origin   bool            `json:"origin"`
+	Stack    []string        `json:"stack"`
+}
+
+// parseCalls parses --json output, failing the test on a bad line.
+func parseCalls(t *testing.T, out string) []jsonCall {
+	t.Helper()
+	var calls []jsonCall
+	for line := range strings.Lines(out) {
+		var c jsonCall
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("not a JSON call: %q: %v", line, err)
+		}
+		calls = append(calls, c)
+	}
+	return calls
+}
+
+// filename returns the filename argument of a do_sys_openat2 call.
+func (c *jsonCall) filename() string {
+	var args struct{ Filename string }
+	json.Unmarshal(c.Args, &args)
+	return args.Filename
+}
+
+// openEntry is the entry function of the chain tests: the open system
+// calls end in it.
+const openEntry = "do_sys_openat2"
+
+// pathWalk selects functions of the path walk under do_sys_openat2 (the
+// first is do_file_open from 7.0) that return an error when an open fails.
+const pathWalk = "/^(do_filp_open|do_file_open|path_openat|link_path_walk|lookup_fast|lookup_open|path_lookupat)$/"
+
+// TestWhyFailed traces opens that fail, and one that does not, with
+// --entry --errors, with each backend: an open under a regular file fails
+// with ENOTDIR, of a missing file with ENOENT. Each gives one error chain,
+// the entry and deeper calls, all failing, with exactly one origin; the
+// open that succeeds gives none.
+func TestWhyFailed(t *testing.T) {
+	guest.Require(t)
+	exe := os.Args[0]
+	notDir, missing := filepath.Join(exe, "x"), "/trawl-missing-file"
+	for _, b := range backendsHere(t) {
+		t.Run(b, func(t *testing.T) {
+			cmd := trawlCmd("-q", "--json", "-b", b, "--entry", openEntry, "--errors", pathWalk,
+				"--", exe, opensArg, notDir, missing, exe)
+			out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
+			if status != 0 {
+				t.Fatalf("status %d\n%s", status, stderr)
+			}
+			chains := map[uint32][]jsonCall{}
+			for _, c := range parseCalls(t, out) {
+				if c.Chain == 0 {
+					t.Errorf("a call outside chains: %+v", c)
+				}
+				chains[c.Chain] = append(chains[c.Chain], c)
+			}
+			seen := map[string]bool{}
+			for id, chain := range chains {
+				entry := chain[len(chain)-1]
+				if entry.Func != openEntry || entry.Depth != 0 {
+					t.Errorf("chain %d does not end in its entry call: %+v", id, chain)
+					continue
+				}
+				name := entry.filename()
+				seen[name] = true
+				origins := 0
+				for _, c := range chain {
+					if c.Errno == "" && string(c.Ret) != "0" {
+						t.Errorf("chain %d of %s: %s did not fail: ret %s", id, name, c.Func, c.Ret)
+					}
+					if c.Origin {
+						origins++
+					}
+				}
+				if origins != 1 {
+					t.Errorf("chain %d of %s: %d origins:\n%s", id, name, origins, out)
+				}
+				want := map[string]string{notDir: "ENOTDIR", missing: "ENOENT"}[name]
+				if want == "" {
+					continue
+				}
+				if entry.Errno != want || len(chain) < 2 {
+					t.Errorf("chain %d of %s: want %s from the entry and deeper calls, got:\n%+v", id, name, want, chain)
+				}
+			}
+			for _, name := range []string{notDir, missing} {
+				if !seen[name] {
+					t.Errorf("no error chain of %s:\n%s\n%s", name, out, stderr)
+				}
+			}
+			if seen[exe] {
+				t.Errorf("an error chain of %s, which opens:\n%s", exe, out)
+			}
+			if !strings.Contains(stderr, "error chains") {
+				t.Errorf("no chain counts in the summary:\n%s", stderr)
+			}
+		})
+	}
+}
+
+// TestEntryGraph traces every function inside calls of do_sys_openat2
+// (graph tracing): each call is nested in a call of it, on the same task,
+// of the traced command.
+func TestEntryGraph(t *testing.T) {
+	guest.Require(t)
+	if k := guest.Kernel(); k != "amd64-7.3" {
+		t.Skipf("every function is attached on amd64-7.3 only, to keep make test within the CI budget; this is %s", k)
+	}
+	exe := os.Args[0]
+	cmd := trawlCmd("-q", "--json", "--entry", openEntry, "*", "--", exe, opensArg, exe, "/trawl-missing-file")
+	out, stderr, status := runLimited(t, cmd, 2*startLimit+stopLimit)
+	if status != 0 {
+		t.Fatalf("status %d\n%s", status, stderr)
+	}
+	calls := parseCalls(t, out)
+	var entries []jsonCall
+	for _, c := range calls {
+		if c.Func == openEntry && c.Depth == 0 {
+			entries = append(entries, c)
+		}
+	}
+	comm := filepath.Base(exe)[:min(15, len(filepath.Base(exe)))]
+	nested := 0
+	for _, c := range calls {
+		if c.Comm != comm {
+			t.Errorf("a call of another task: %+v", c)
+		}
+		if c.Func == openEntry && c.Depth == 0 {
+			continue
+		}
+		inside := false
+		for _, e := range entries {
+			if e.TID == c.TID && e.TS <= c.TS && c.TS+c.Duration <= e.TS+e.Duration {
+				inside = true
+			}
+		}
+		if !inside {
+			t.Errorf("a call outside every %s call: %+v", openEntry, c)
+		}
+		nested++
+	}
+	if len(entries) == 0 || nested == 0 {
+		t.Errorf("%d calls of %s, %d calls inside them:\n%s", len(entries), openEntry, nested, stderr)
+	}
+	if !strings.Contains(stderr, "outside every entry call") {
+		t.Errorf("no count of the calls outside in the summary:\n%s", stderr)
+	}
+}

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package session
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/kernel"
+)
+
+// maxStack is the number of frames of a kernel stack the program takes.
+const maxStack = int(bpf.CaptureLimitMAX_STACK)
+
+// stackFrames reads the kernel stacks calls carry (--stack) from the
+// program's stack map and symbolises them. A stack id keeps its stack
+// for the whole session (the program never replaces a stack in the map),
+// so each is read and symbolised once.
+type stackFrames struct {
+	m     *ebpf.Map
+	sym   *kernel.Symbolizer
+	cache map[uint32][]string
+	ips   [maxStack]uint64
+}
+
+// configureStacks sizes the stack map and tells the program to take
+// stacks, if cfg asks for them.
+func configureStacks(spec *ebpf.CollectionSpec, cfg Config) error {
+	if !cfg.Stack {
+		return nil
+	}
+	spec.Maps[bpf.CaptureMapStacks].MaxEntries = uint32(bpf.CaptureLimitMAX_STACKS)
+	if err := spec.Variables[bpf.CaptureVarWantStack].Set(uint32(1)); err != nil {
+		return fmt.Errorf("set %s: %w", bpf.CaptureVarWantStack, err)
+	}
+	return nil
+}
+
+// frames returns the stack of id, innermost first, as "sym+0xoff
+// [module]" ("sym+0xoff" in vmlinux), without the frames of trawl's own
+// program and of the BPF trampoline above the traced function. It returns
+// nil when the stack is gone.
+func (s *stackFrames) frames(id uint32) []string {
+	if f, ok := s.cache[id]; ok {
+		return f
+	}
+	if err := s.m.Lookup(id, &s.ips); err != nil {
+		return nil
+	}
+	var frames []string
+	for _, ip := range s.ips {
+		if ip == 0 {
+			break
+		}
+		name, off, mod, ok := s.sym.SymbolizeModule(ip)
+		if !ok {
+			frames = append(frames, "0x"+strconv.FormatUint(ip, 16))
+			continue
+		}
+		if mod == "bpf" && len(frames) == 0 {
+			continue
+		}
+		f := name + "+0x" + strconv.FormatUint(off, 16)
+		if mod != "" {
+			f += " [" + mod + "]"
+		}
+		frames = append(frames, f)
+	}
+	s.cache[id] = frames
+	return frames
+}
