@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,17 +72,18 @@ const openEntry = "do_sys_openat2"
 const pathWalk = "/^(do_filp_open|do_file_open|path_openat|link_path_walk|lookup_fast|lookup_open|path_lookupat)$/"
 
 // TestWhyFailed traces opens that fail, and one that does not, with
-// --entry --errors, with each backend: an open under a regular file fails
-// with ENOTDIR, of a missing file with ENOENT. Each gives one error chain,
-// the entry and deeper calls, all failing, with exactly one origin; the
-// open that succeeds gives none.
+// --entry --errors --stack, with each backend: an open under a regular
+// file fails with ENOTDIR, of a missing file with ENOENT. Each gives one
+// error chain, the entry and deeper calls, all failing, with exactly one
+// origin; the open that succeeds gives none. Each call's stack passes
+// through the system call entry.
 func TestWhyFailed(t *testing.T) {
 	guest.Require(t)
 	exe := os.Args[0]
 	notDir, missing := filepath.Join(exe, "x"), "/trawl-missing-file"
 	for _, b := range backendsHere(t) {
 		t.Run(b, func(t *testing.T) {
-			cmd := trawlCmd("-q", "--json", "-b", b, "--entry", openEntry, "--errors", pathWalk,
+			cmd := trawlCmd("-q", "--json", "-b", b, "--entry", openEntry, "--errors", "--stack", pathWalk,
 				"--", exe, opensArg, notDir, missing, exe)
 			out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
 			if status != 0 {
@@ -111,6 +113,9 @@ func TestWhyFailed(t *testing.T) {
 					if c.Origin {
 						origins++
 					}
+					if !slices.ContainsFunc(c.Stack, isSyscallEntry) || slices.ContainsFunc(c.Stack, isBPF) {
+						t.Errorf("chain %d of %s: the stack of %s does not pass through the system call entry, or has BPF frames: %q", id, name, c.Func, c.Stack)
+					}
 				}
 				if origins != 1 {
 					t.Errorf("chain %d of %s: %d origins:\n%s", id, name, origins, out)
@@ -137,6 +142,15 @@ func TestWhyFailed(t *testing.T) {
 		})
 	}
 }
+
+// isSyscallEntry says whether a stack frame is in the system call entry
+// of x86-64 or arm64.
+func isSyscallEntry(frame string) bool {
+	return strings.HasPrefix(frame, "do_syscall_64+") || strings.HasPrefix(frame, "el0_svc")
+}
+
+// isBPF says whether a stack frame is of a BPF program or trampoline.
+func isBPF(frame string) bool { return strings.HasSuffix(frame, " [bpf]") }
 
 // TestEntryGraph traces every function inside calls of do_sys_openat2
 // (graph tracing): each call is nested in a call of it, on the same task,

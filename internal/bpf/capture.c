@@ -732,15 +732,12 @@ static __always_inline void tally(__u32 func, int entry, __u64 dur, __u64 ret)
  * Unused unless filter_errno is set. */
 volatile const __u32 filter_errno = 0;
 volatile const __u64 errno_kept[(MAX_ERRNO + 1) / 64] = {};
-/* errno_passes runs --errno on a call of plan p that returned the error
- * ret. */
-static __always_inline int errno_passes(const struct plan *p, __u64 ret)
+/* errno_of returns the error number of the error ret, which a function
+ * of plan p returned: 0 for a NULL pointer. */
+static __always_inline __u32 errno_of(const struct plan *p, __u64 ret)
 {
 	__s64 v = ret;
-	__u32 e = 0;
 
-	if (!filter_errno)
-		return 1;
 	if (p->ret_size == 1)
 		v = (__s8)ret;
 	else if (p->ret_size == 2)
@@ -748,7 +745,19 @@ static __always_inline int errno_passes(const struct plan *p, __u64 ret)
 	else if (p->ret_size == 4)
 		v = (__s32)ret;
 	if (v < 0 && v >= -MAX_ERRNO)
-		e = -v;
+		return -v;
+	return 0;
+}
+
+/* errno_passes runs --errno on a call of plan p that returned the error
+ * ret. */
+static __always_inline int errno_passes(const struct plan *p, __u64 ret)
+{
+	__u32 e;
+
+	if (!filter_errno)
+		return 1;
+	e = errno_of(p, ret);
 	return errno_kept[(e >> 6) & ((MAX_ERRNO + 1) / 64 - 1)] >> (e & 63) & 1;
 }
 
@@ -884,8 +893,9 @@ static __always_inline void exit_only(__u32 func, __u64 ret)
  * while each one's caller fails in turn: the first, innermost one is the
  * origin, and the task's shadow notes the chain's outermost call
  * (chain_top) and its origin. A call that fails and is not the caller of
- * the chain's outermost call starts a new chain (the old error was
- * handled); a caller that returns no error ends the chain. When the entry
+ * the chain's outermost call, or fails with another error number (NULL
+ * counting as 0), starts a new chain: the old error was handled, or this
+ * one appeared here. A caller that returns no error ends the chain. When the entry
  * call returns an error (and --errno and a --filter using ret keep it), its
  * chain is sent, origin first, so that the calls come in the order they
  * ended; else the kept records are dropped, counted as filtered at exit.
@@ -1010,6 +1020,7 @@ static __always_inline void chain_exit(void *ctx, struct call *c, __u32 d, __u64
 	const struct plan *p = bpf_map_lookup_elem(&plans, &c->func);
 	int entry = c->flags & CALL_ENTRY;
 	struct frame_key key;
+	__u32 e;
 	struct frame *f;
 
 	count(CNT_CALLS);
@@ -1021,9 +1032,11 @@ static __always_inline void chain_exit(void *ctx, struct call *c, __u32 d, __u64
 			drop_chain(s);
 		return;
 	}
-	if (!s->chain_top || d + 2 != s->chain_top) {
+	e = errno_of(p, ret);
+	if (!s->chain_top || d + 2 != s->chain_top || e != s->chain_errno) {
 		drop_chain(s);
 		s->origin = d;
+		s->chain_errno = e;
 	}
 	s->chain_top = d + 1;
 	f = chain_record(ctx, c, d, ret, kprobe);

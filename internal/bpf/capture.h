@@ -143,6 +143,8 @@ struct shadow {
 	__u32 entry_at; /* --entry: depth + 1 of the call that opened the gate, 0 when shut */
 	__u32 chain_top; /* --entry --errors: depth + 1 of the chain's outermost call, 0 for none */
 	__u32 origin;    /* the depth of the chain's origin */
+	__u32 chain_errno; /* the error number of the chain's calls, 0 for NULL */
+	__u32 pad;
 	struct call calls[MAX_DEPTH];
 };
 

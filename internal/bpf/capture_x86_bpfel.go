@@ -163,12 +163,14 @@ type CaptureScratch struct {
 }
 
 type CaptureShadow struct {
-	_        structs.HostLayout
-	Depth    uint32
-	EntryAt  uint32
-	ChainTop uint32
-	Origin   uint32
-	Calls    [16]struct {
+	_          structs.HostLayout
+	Depth      uint32
+	EntryAt    uint32
+	ChainTop   uint32
+	Origin     uint32
+	ChainErrno uint32
+	Pad        uint32
+	Calls      [16]struct {
 		_       structs.HostLayout
 		EntryTs uint64
 		Ip      uint64

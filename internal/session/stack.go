@@ -40,8 +40,9 @@ func configureStacks(spec *ebpf.CollectionSpec, cfg Config) error {
 }
 
 // frames returns the stack of id, innermost first, as "sym+0xoff
-// [module]" ("sym+0xoff" in vmlinux), without the frames of trawl's own
-// program and of the BPF trampoline above the traced function. It returns
+// [module]" ("sym+0xoff" in vmlinux), without the frames of BPF programs
+// and trampolines: trawl's own program, and with the trampoline backends
+// the trampoline between each traced function and its caller. It returns
 // nil when the stack is gone.
 func (s *stackFrames) frames(id uint32) []string {
 	if f, ok := s.cache[id]; ok {
@@ -60,7 +61,7 @@ func (s *stackFrames) frames(id uint32) []string {
 			frames = append(frames, "0x"+strconv.FormatUint(ip, 16))
 			continue
 		}
-		if mod == "bpf" && len(frames) == 0 {
+		if mod == "bpf" {
 			continue
 		}
 		f := name + "+0x" + strconv.FormatUint(off, 16)
