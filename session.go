@@ -30,7 +30,9 @@ type Config struct {
 	// of one of them, a gate kept in the kernel, so that a call outside
 	// costs no ring buffer write. The entry functions are traced too, and
 	// Patterns may then be empty. With Errors, only the error chains of
-	// entry calls that fail are sent (see Call.Chain).
+	// entry calls that fail are sent (see Call.Chain): Errnos,
+	// ExceptErrnos and a Filter using ret then decide on the entry call's
+	// return, and MinDuration does not apply.
 	Entries []string
 	// Backend is BackendAuto (see ChooseBackend), BackendFentry (5.17+,
 	// cookies 6.0+), BackendKprobeMulti (5.18+; arm64 6.14+ in practice),

@@ -895,10 +895,11 @@ static __always_inline void exit_only(__u32 func, __u64 ret)
  * (chain_top) and its origin. A call that fails and is not the caller of
  * the chain's outermost call, or fails with another error number (NULL
  * counting as 0), starts a new chain: the old error was handled, or this
- * one appeared here. A caller that returns no error ends the chain. When the entry
- * call returns an error (and --errno and a --filter using ret keep it), its
- * chain is sent, origin first, so that the calls come in the order they
- * ended; else the kept records are dropped, counted as filtered at exit.
+ * one appeared here. A caller that returns no error ends the chain.
+ * When the entry call returns an error (and --errno and a --filter using
+ * ret keep it), its chain is sent, origin first, so that the calls come
+ * in the order they ended; else the kept records are dropped, counted as
+ * filtered at exit.
  * The buffer is bounded: MAX_DEPTH calls per task, and the map's size
  * over all tasks; records it evicted are counted as missed. */
 /* The number of the last chain sent. */
@@ -1042,6 +1043,8 @@ static __always_inline void chain_exit(void *ctx, struct call *c, __u32 d, __u64
 	f = chain_record(ctx, c, d, ret, kprobe);
 	if (!f) {
 		count(CNT_MISS_CHAIN);
+		if (entry)
+			s->chain_top = 0;
 		return;
 	}
 	if (!entry) {
