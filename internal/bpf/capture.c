@@ -466,6 +466,20 @@ static __always_inline int outside_entry(const struct plan *p)
 	return 1;
 }
 
+/* outside_exit says whether an exit is of a call the gate left out: with
+ * the gate on, a task with no call on its shadow stack has nothing to pair
+ * or send. It costs the exit of a call outside one task storage lookup,
+ * before anything else. */
+static __always_inline int outside_exit(void)
+{
+	struct shadow *s;
+
+	if (!entry_gate)
+		return 0;
+	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	return !s || !s->depth;
+}
+
 /* open_gate makes call c at depth d, of plan p, the task's entry call if
  * p is an entry function and the gate is shut. */
 static __always_inline void open_gate(struct shadow *s, struct call *c, __u32 d, const struct plan *p)
@@ -1082,10 +1096,14 @@ static __always_inline void finish(void *ctx, struct call *c, __u32 d, __u64 ret
 /* finish_exit sends the call that returns, or an exit without its entry. */
 static __always_inline void finish_exit(void *ctx, __u64 ret, int kprobe)
 {
-	__u64 key = kprobe ? bpf_get_func_ip(ctx) : bpf_get_attach_cookie(ctx);
+	__u64 key;
 	__u32 d = 0;
-	struct call *c = pop(key, kprobe, &d);
+	struct call *c;
 
+	if (outside_exit())
+		return;
+	key = kprobe ? bpf_get_func_ip(ctx) : bpf_get_attach_cookie(ctx);
+	c = pop(key, kprobe, &d);
 	if (c)
 		finish(ctx, c, d, ret, kprobe);
 	else
@@ -1316,10 +1334,13 @@ static __always_inline struct call *session_entry(void *ctx, __u32 func, const s
 static __always_inline void session_exit(void *ctx, __u64 ret, int kprobe)
 {
 	__u64 *cookie = bpf_session_cookie(ctx);
-	struct shadow *s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	struct shadow *s;
 	__u32 d;
 
-	if (!cookie || !*cookie || !s)
+	if (!cookie || !*cookie)
+		return;
+	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	if (!s)
 		return;
 	d = *cookie - 1;
 	if (s->depth > d + 1)
