@@ -371,14 +371,15 @@ func measureTrawl(ctx context.Context, trig *trigger, cfg trawl.Config, n int, c
 	return tr, err
 }
 
-// checkOutside makes sure the gate left out every call.
+// checkOutside makes sure the gate left out every call. (Calls of the
+// entry function, by any task of the guest, are traced.)
 func checkOutside(s *trawl.Session, want uint64) error {
 	st, err := s.Stats()
 	if err != nil {
 		return err
 	}
-	if st.OutsideEntry != want || st.Calls != 0 {
-		return fmt.Errorf("the gate left out %d of %d calls and let %d through", st.OutsideEntry, want, st.Calls)
+	if st.OutsideEntry != want {
+		return fmt.Errorf("the gate left out %d of %d calls", st.OutsideEntry, want)
 	}
 	return nil
 }
