@@ -442,7 +442,9 @@ static __noinline __u64 trawl_nr_caps(const struct plan *p)
  * while the task is inside a call of one of them: the outermost such call
  * opens the task's gate (shadow.entry_at), and the gate shuts when the
  * task's stack pops below it. A call outside every entry call costs a plan
- * lookup, a task storage lookup and a counter, never a ring buffer write. */
+ * lookup, a task storage lookup and a counter at entry, and a task storage
+ * lookup at exit (none with the session backends), never a ring buffer
+ * write. */
 volatile const __u32 entry_gate = 0;
 /* --entry with --errors: send the error chains of failed entry calls only
  * (see chain_exit). */
