@@ -3,6 +3,7 @@
 package kernel
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -37,6 +38,27 @@ ffffffffc0000000 t ext4_fill_super	[ext4]
 		name, off, ok := s.Symbolize(c.addr)
 		if name != c.name || off != c.off || ok != c.ok {
 			t.Errorf("Symbolize(%#x) = %q, %#x, %v; want %q, %#x, %v", c.addr, name, off, ok, c.name, c.off, c.ok)
+		}
+	}
+}
+
+func TestSymbolizeModule(t *testing.T) {
+	s, err := NewSymbolizer(strings.NewReader(`ffffffff81000110 T tcp_sendmsg
+ffffffffa0000000 t bpf_prog_6deef7357e7b4530_fentry_capture	[bpf]
+ffffffffc0000000 t ext4_fill_super	[ext4]
+ffffffffc0001000 t ext4_iget	[ext4]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, want := range map[uint64][3]string{
+		0xffffffff81000120: {"tcp_sendmsg", "0x10", ""},
+		0xffffffffa0000004: {"bpf_prog_6deef7357e7b4530_fentry_capture", "0x4", "bpf"},
+		0xffffffffc0001008: {"ext4_iget", "0x8", "ext4"},
+	} {
+		name, off, mod, ok := s.SymbolizeModule(addr)
+		if !ok || name != want[0] || fmt.Sprintf("%#x", off) != want[1] || mod != want[2] {
+			t.Errorf("SymbolizeModule(%#x) = %q, %#x, %q, %v; want %v", addr, name, off, mod, ok, want)
 		}
 	}
 }
