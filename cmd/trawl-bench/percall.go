@@ -528,7 +528,8 @@ func (s *callSamples) String() string {
 	if len(s.floor) > 0 {
 		floor = fmt.Sprintf(", floor %.0f ns", s.floor[i])
 	}
-	return fmt.Sprintf("baseline %.0f ns, empty %.0f ns%s, trawl %.0f ns, trawl --stats %.0f ns, --show %.0f ns", s.base[i], s.empty[i], floor, s.trawl[i], s.stats[i], s.show[i])
+	return fmt.Sprintf("baseline %.0f ns, empty %.0f ns%s, trawl %.0f ns, trawl --stats %.0f ns, --show %.0f ns, gated %.0f ns, --stack %.0f ns",
+		s.base[i], s.empty[i], floor, s.trawl[i], s.stats[i], s.show[i], s.gated[i], s.stack[i])
 }
 
 // median returns the median of xs, NaN when empty.
