@@ -441,11 +441,17 @@ static __noinline __u64 trawl_nr_caps(const struct plan *p)
  * PLAN_ENTRY. While entry_gate is set, the other functions are traced only
  * while the task is inside a call of one of them: the outermost such call
  * opens the task's gate (shadow.entry_at), and the gate shuts when the
- * task's stack pops below it. A call outside every entry call costs a plan
- * lookup, a task storage lookup and a counter at entry, and a task storage
- * lookup at exit (none with the session backends), never a ring buffer
- * write. */
+ * task's stack pops below it. open_gates counts the tasks whose gate is
+ * open: while it is 0, as most of the time when entry calls are rare, a
+ * call outside costs a plan lookup and a counter at entry and nothing at
+ * exit; else a task storage lookup more at entry and at exit (none at exit
+ * with the session backends). Never a ring buffer write. A task that dies
+ * inside an entry call leaves the count high, which costs time, never a
+ * call. An entry call the entry filter refuses keeps its gate open but
+ * refused (GATE_REFUSED), so that its exit still finds it. */
 volatile const __u32 entry_gate = 0;
+__u32 open_gates = 0;
+#define GATE_REFUSED 0x80000000
 /* --entry with --errors: send the error chains of failed entry calls only
  * (see chain_exit). */
 volatile const __u32 error_chains = 0;
@@ -453,9 +459,12 @@ volatile const __u32 error_chains = 0;
 /* in_entry says whether the current task is inside an entry call. */
 static __always_inline int in_entry(void)
 {
-	struct shadow *s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	struct shadow *s;
 
-	return s && s->entry_at;
+	if (!open_gates)
+		return 0;
+	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	return s && s->entry_at && !(s->entry_at & GATE_REFUSED);
 }
 
 /* outside_entry says whether a call of plan p is left out by the gate,
@@ -478,6 +487,8 @@ static __always_inline int outside_exit(void)
 
 	if (!entry_gate)
 		return 0;
+	if (!open_gates)
+		return 1;
 	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
 	return !s || !s->depth;
 }
@@ -489,18 +500,21 @@ static __always_inline void open_gate(struct shadow *s, struct call *c, __u32 d,
 	if (p->flags & PLAN_ENTRY && !s->entry_at) {
 		s->entry_at = d + 1;
 		c->flags = CALL_ENTRY;
+		__sync_fetch_and_add(&open_gates, 1);
 	}
 }
 
 /* shut_gate shuts the gate once the task's stack popped its entry call. */
 static __always_inline void shut_gate(struct shadow *s)
 {
-	if (s->depth < s->entry_at)
+	if (s->entry_at && s->depth < (s->entry_at & ~GATE_REFUSED)) {
 		s->entry_at = 0;
+		__sync_fetch_and_add(&open_gates, -1);
+	}
 }
 
-/* refuse_entry shuts the gate an entry call opened, when the entry filter
- * refuses that call. */
+/* refuse_entry refuses the gate an entry call opened, when the entry
+ * filter refuses that call: calls inside are left out. */
 static __always_inline void refuse_entry(struct call *c)
 {
 	struct shadow *s;
@@ -509,7 +523,7 @@ static __always_inline void refuse_entry(struct call *c)
 		return;
 	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
 	if (s)
-		s->entry_at = 0;
+		s->entry_at |= GATE_REFUSED;
 }
 
 /* push starts a call of func, planned by p, on the task's shadow stack

@@ -228,6 +228,7 @@ const (
 	CaptureVarFilterPids            = "filter_pids"
 	CaptureVarIpBits                = "ip_bits"
 	CaptureVarMinDuration           = "min_duration"
+	CaptureVarOpenGates             = "open_gates"
 	CaptureVarShared                = "shared"
 	CaptureVarShowOn                = "show_on"
 	CaptureVarWantStack             = "want_stack"
@@ -323,6 +324,7 @@ type CaptureVariableSpecs struct {
 	FilterPids        *ebpf.VariableSpec `ebpf:"filter_pids"`
 	IpBits            *ebpf.VariableSpec `ebpf:"ip_bits"`
 	MinDuration       *ebpf.VariableSpec `ebpf:"min_duration"`
+	OpenGates         *ebpf.VariableSpec `ebpf:"open_gates"`
 	Shared            *ebpf.VariableSpec `ebpf:"shared"`
 	ShowOn            *ebpf.VariableSpec `ebpf:"show_on"`
 	WantStack         *ebpf.VariableSpec `ebpf:"want_stack"`
@@ -399,6 +401,7 @@ type CaptureVariables struct {
 	FilterPids        *ebpf.Variable `ebpf:"filter_pids"`
 	IpBits            *ebpf.Variable `ebpf:"ip_bits"`
 	MinDuration       *ebpf.Variable `ebpf:"min_duration"`
+	OpenGates         *ebpf.Variable `ebpf:"open_gates"`
 	Shared            *ebpf.Variable `ebpf:"shared"`
 	ShowOn            *ebpf.Variable `ebpf:"show_on"`
 	WantStack         *ebpf.Variable `ebpf:"want_stack"`
