@@ -349,6 +349,9 @@ static __always_inline void capture_exit(struct frame *f, __u64 ret)
 	i = p->nr_caps - 1;
 	if (i >= MAX_CAPS || off >= MAX_DATA)
 		return;
+	/* New values after the check, so that a spill keeps their bounds
+	 * (6.1's verifier does not carry a check over to an earlier spill). */
+	asm volatile("" : "+r"(i), "+r"(off));
 	c = &p->caps[i];
 	len = buf_len(f, c);
 	if (c->kind == CAP_BUF_RET) {
