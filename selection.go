@@ -130,8 +130,9 @@ func (c CaptureOptions) budgets() plan.Options {
 
 func newFunction(fn *kernel.Function, budgets plan.Options) Function {
 	f := Function{Name: fn.Name, Module: fn.Module, Addrs: fn.Addrs, BTFID: uint32(fn.BTFID), Note: fn.ProtoNote}
-	if fn.Proto != nil {
-		f.Prototype = kernel.Declaration(fn.Proto.Type, fn.Name)
+	proto := fn.Proto()
+	if proto != nil {
+		f.Prototype = kernel.Declaration(proto.Type, fn.Name)
 	}
 	p, err := plan.New(fn, budgets)
 	if err != nil {
@@ -139,7 +140,7 @@ func newFunction(fn *kernel.Function, budgets plan.Options) Function {
 		return f
 	}
 	f.Slots = p.NumSlots
-	if fn.Proto != nil {
+	if proto != nil {
 		f.Ret = kernel.TypeString(p.Ret.Type)
 	}
 	for _, a := range p.Args {

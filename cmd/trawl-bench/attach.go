@@ -24,7 +24,7 @@ func eligible(cat *kernel.Catalogue) []string {
 	funcs := cat.Functions()
 	for i := range funcs {
 		fn := &funcs[i]
-		if fn.Traceable && selector.Denied(fn) == "" && fn.Module == "" && fn.Proto != nil && len(fn.Addrs) > 0 {
+		if fn.Traceable && selector.Denied(fn) == "" && fn.Module == "" && fn.BTFID != 0 && len(fn.Addrs) > 0 {
 			names = append(names, fn.Name)
 		}
 	}

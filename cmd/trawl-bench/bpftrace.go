@@ -173,10 +173,10 @@ func bpftraceCells(m, trawl measured, load time.Duration) string {
 func fewArgs(cat *kernel.Catalogue, names []string, maxArgs int) []string {
 	args := map[string]int{}
 	for _, fn := range cat.Functions() {
-		if fn.Module != "" || fn.Proto == nil {
+		if fn.Module != "" || fn.BTFID == 0 {
 			continue
 		}
-		if proto, ok := fn.Proto.Type.(*btf.FuncProto); ok {
+		if proto, ok := fn.Proto().Type.(*btf.FuncProto); ok {
 			args[fn.Name] = len(proto.Params)
 		}
 	}

@@ -159,7 +159,7 @@ func tcpSendmsg(tb testing.TB) (*plan.Plan, []byte) {
 	if err := spec.TypeByName("tcp_sendmsg", &fn); err != nil {
 		tb.Fatal(err)
 	}
-	p, err := plan.New(&kernel.Function{Name: fn.Name, Proto: fn}, plan.Options{})
+	p, err := plan.New(kernel.FunctionOf(fn), plan.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}

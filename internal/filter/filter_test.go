@@ -45,7 +45,7 @@ func (fx *fixture) plan(t testing.TB, name string) *plan.Plan {
 }
 
 func planOf(t testing.TB, fn *btf.Func) *plan.Plan {
-	p, err := plan.New(&kernel.Function{Name: fn.Name, Proto: fn}, plan.Options{})
+	p, err := plan.New(kernel.FunctionOf(fn), plan.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

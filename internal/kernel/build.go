@@ -19,11 +19,10 @@ type symKey struct{ module, name string }
 
 // builder joins BTF, kallsyms and the traceable set into Functions.
 type builder struct {
-	specs  map[string]*btf.Spec            // module -> BTF
-	funcs  map[string]map[string][]btfFunc // module -> name -> BTF functions
-	ksyms  map[symKey][]uint64             // kallsyms addresses, zeros included
-	used   map[string]map[string]bool      // module -> BTF names matched to a traceable symbol
-	clones map[symKey][]string             // module+base name -> clone symbols in kallsyms
+	objects map[string]*btfObject      // module -> BTF
+	ksyms   map[symKey][]uint64        // kallsyms addresses, zeros included
+	used    map[string]map[string]bool // module -> BTF names matched to a traceable symbol
+	clones  map[symKey][]string        // module+base name -> clone symbols in kallsyms
 }
 
 func groupSymbols(syms []Symbol) map[symKey][]uint64 {
@@ -38,14 +37,14 @@ func groupSymbols(syms []Symbol) map[symKey][]uint64 {
 // loadModules loads the split BTF of every module that has symbols. A
 // module whose BTF is missing or broken keeps its functions, without
 // prototypes.
-func (b *builder) loadModules(fsys fs.FS, vmlinux *btf.Spec, ksyms []Symbol) error {
+func (b *builder) loadModules(fsys fs.FS, vmlinux *btfObject, ksyms []Symbol) {
 	seen := map[string]bool{"": true}
 	for _, s := range ksyms {
 		if seen[s.Module] {
 			continue
 		}
 		seen[s.Module] = true
-		spec, err := loadSpec(fsys, s.Module, vmlinux)
+		obj, err := loadBTF(fsys, s.Module, vmlinux)
 		if errors.Is(err, fs.ErrNotExist) {
 			slog.Debug("module has no BTF", "module", s.Module)
 			continue
@@ -54,14 +53,8 @@ func (b *builder) loadModules(fsys fs.FS, vmlinux *btf.Spec, ksyms []Symbol) err
 			slog.Warn("skipping module BTF", "module", s.Module, "err", err)
 			continue
 		}
-		funcs, err := btfFuncs(spec)
-		if err != nil {
-			return fmt.Errorf("module %s: %w", s.Module, err)
-		}
-		b.specs[s.Module] = spec
-		b.funcs[s.Module] = funcs
+		b.objects[s.Module] = obj
 	}
-	return nil
 }
 
 // btfSymbols returns the kallsyms symbols that have a BTF prototype: the
@@ -79,12 +72,12 @@ func (b *builder) btfSymbols(ksyms []Symbol) []Symbol {
 // resolve finds the BTF prototype of a symbol. It reports the BTF name it
 // matched in note when that differs from the symbol, or why there is none.
 func (b *builder) resolve(module, name string) (fn btfFunc, note string, ok bool) {
-	funcs, hasBTF := b.funcs[module]
+	obj, hasBTF := b.objects[module]
 	if !hasBTF {
 		return btfFunc{}, "module " + module + " has no BTF", false
 	}
-	if fns, found := funcs[name]; found {
-		return pick(name, fns)
+	if ids, found := obj.funcs[name]; found {
+		return pick(obj.spec, name, ids)
 	}
 	base, suffix := splitSuffix(name)
 	if suffix == "" {
@@ -93,30 +86,50 @@ func (b *builder) resolve(module, name string) (fn btfFunc, note string, ok bool
 	if !suffixKeepsABI(suffix) {
 		return btfFunc{}, suffixNote(base, suffix), false
 	}
-	fns, found := funcs[base]
+	ids, found := obj.funcs[base]
 	if !found {
 		return btfFunc{}, "not in BTF (nor " + base + ")", false
 	}
-	fn, note, ok = pick(base, fns)
+	fn, note, ok = pick(obj.spec, base, ids)
 	if ok {
 		note = "renamed by LTO; prototype of " + base
 	}
 	return fn, note, ok
 }
 
+// btfFunc is a BTF function: its name (without the symbol's compiler
+// suffix), the type ID of its prototype and the BTF object of that ID.
+type btfFunc struct {
+	name string
+	id   btf.TypeID
+	spec *btf.Spec
+}
+
 // pick chooses among BTF functions of one name. Static functions of several
 // files can share a name; their prototypes are only trusted when they agree.
-func pick(name string, fns []btfFunc) (btfFunc, string, bool) {
-	if len(fns) == 1 {
-		return fns[0], "", true
+func pick(spec *btf.Spec, name string, ids []btf.TypeID) (btfFunc, string, bool) {
+	fn := btfFunc{name, ids[0], spec}
+	if len(ids) == 1 {
+		return fn, "", true
 	}
-	first := declare(fns[0].fn.Type, "")
-	for _, f := range fns[1:] {
-		if declare(f.fn.Type, "") != first {
-			return btfFunc{}, fmt.Sprintf("BTF has %d different prototypes for %s", len(fns), name), false
+	var first string
+	for i, id := range ids {
+		typ, err := spec.TypeByID(id)
+		if err != nil {
+			return btfFunc{}, fmt.Sprintf("BTF prototype of %s unreadable: %v", name, err), false
+		}
+		proto, ok := typ.(*btf.Func)
+		if !ok {
+			return btfFunc{}, fmt.Sprintf("BTF type %d of %s is %s, not a function", id, name, typ), false
+		}
+		decl := declare(proto.Type, "")
+		if i == 0 {
+			first = decl
+		} else if decl != first {
+			return btfFunc{}, fmt.Sprintf("BTF has %d different prototypes for %s", len(ids), name), false
 		}
 	}
-	return fns[0], "", true
+	return fn, "", true
 }
 
 // build makes the sorted function list: the traceable set first, then the
@@ -141,7 +154,7 @@ func (b *builder) build(traced []Symbol, source Source) []Function {
 	}
 
 	b.used = make(map[string]map[string]bool)
-	funcs := make([]Function, 0, len(keys)+len(b.funcs[""])/4)
+	funcs := make([]Function, 0, len(keys)+len(b.objects[""].funcs)/4)
 	for _, k := range keys {
 		g := groups[k]
 		f := Function{Name: k.name, Module: k.module, Traceable: true, Copies: g.count}
@@ -160,8 +173,8 @@ func (b *builder) build(traced []Symbol, source Source) []Function {
 		fn, note, ok := b.resolve(k.module, k.name)
 		f.ProtoNote = note
 		if ok {
-			f.Proto, f.BTFID = fn.fn, fn.id
-			b.markUsed(k.module, fn.fn.Name)
+			f.BTFID, f.spec = fn.id, fn.spec
+			b.markUsed(k.module, fn.name)
 		}
 		funcs = append(funcs, f)
 	}
@@ -184,15 +197,15 @@ func (b *builder) markUsed(module, name string) {
 func (b *builder) untraceable() []Function {
 	b.indexClones()
 	var out []Function
-	for module, funcs := range b.funcs {
-		for name, fns := range funcs {
+	for module, obj := range b.objects {
+		for name, ids := range obj.funcs {
 			if b.used[module][name] {
 				continue
 			}
 			k := symKey{module, name}
 			f := Function{Name: name, Module: module, Addrs: nonZero(b.ksyms[k]), Copies: len(b.ksyms[k])}
-			if fn, note, ok := pick(name, fns); ok {
-				f.Proto, f.BTFID = fn.fn, fn.id
+			if fn, note, ok := pick(obj.spec, name, ids); ok {
+				f.BTFID, f.spec = fn.id, fn.spec
 			} else {
 				f.ProtoNote = note
 			}

@@ -82,11 +82,9 @@ type Function struct {
 	// Copies is the number of symbols with this name in the module: more
 	// than one for static functions of the same name in several files.
 	Copies int
-	// Proto is the BTF function, nil when no prototype applies (see
-	// ProtoNote). Its name lacks any .llvm.NNN suffix of Name.
-	Proto *btf.Func
-	// BTFID is Proto's type ID in its BTF object (vmlinux, or the module's
-	// split BTF), 0 without Proto.
+	// BTFID is the type ID of the function's BTF prototype in its BTF
+	// object (vmlinux, or the module's split BTF), 0 when no prototype
+	// applies (see ProtoNote).
 	BTFID btf.TypeID
 	// Traceable reports whether ftrace can attach to the function.
 	Traceable bool
@@ -97,6 +95,32 @@ type Function struct {
 	ProtoNote string
 	// AddrNote says why Addrs is nil for a traceable function.
 	AddrNote string
+
+	spec  *btf.Spec // the BTF object BTFID belongs to
+	proto *btf.Func // the prototype of a function made by FunctionOf
+}
+
+// FunctionOf returns a traceable function of one copy whose prototype is
+// proto, for functions made outside a catalogue (tests, fixtures).
+func FunctionOf(proto *btf.Func) *Function {
+	return &Function{Name: proto.Name, Traceable: true, Copies: 1, proto: proto}
+}
+
+// Proto returns the function's BTF prototype, nil when none applies (see
+// ProtoNote). Its name lacks any .llvm.NNN suffix of Name. Prototypes are
+// read from BTF on first use: a trace needs only those of the functions
+// it selects.
+func (f *Function) Proto() *btf.Func {
+	if f.spec == nil {
+		return f.proto
+	}
+	typ, err := f.spec.TypeByID(f.BTFID)
+	if err != nil {
+		slog.Warn("reading a BTF prototype", "function", f.Name, "module", f.Module, "err", err)
+		return nil
+	}
+	fn, _ := typ.(*btf.Func)
+	return fn
 }
 
 // Catalogue is the set of kernel functions. It is immutable once loaded and
@@ -142,8 +166,7 @@ func (c *Catalogue) Notice() string { return c.notice }
 // sys/kernel/tracing/...). Tests pass fixtures; Hold passes the real root.
 func Load(fsys fs.FS) (*Catalogue, error) {
 	var (
-		vmlinux  *btf.Spec
-		vmFuncs  map[string][]btfFunc
+		vmlinux  *btfObject
 		ksyms    []Symbol
 		traced   []Symbol
 		source   Source
@@ -152,9 +175,7 @@ func Load(fsys fs.FS) (*Catalogue, error) {
 	var wg sync.WaitGroup
 	var btfErr, symErr error
 	wg.Go(func() {
-		if vmlinux, btfErr = loadSpec(fsys, vmlinuxModule, nil); btfErr == nil {
-			vmFuncs, btfErr = btfFuncs(vmlinux)
-		}
+		vmlinux, btfErr = loadBTF(fsys, vmlinuxModule, nil)
 	})
 	wg.Go(func() {
 		data, err := fs.ReadFile(fsys, kallsymsPath)
@@ -172,14 +193,14 @@ func Load(fsys fs.FS) (*Catalogue, error) {
 	}
 
 	b := builder{
-		specs: map[string]*btf.Spec{"": vmlinux},
-		funcs: map[string]map[string][]btfFunc{"": vmFuncs},
-		ksyms: groupSymbols(ksyms),
+		objects: map[string]*btfObject{"": vmlinux},
+		ksyms:   groupSymbols(ksyms),
 	}
-	if err := b.loadModules(fsys, vmlinux, ksyms); err != nil {
-		return nil, err
+	b.loadModules(fsys, vmlinux, ksyms)
+	c := &Catalogue{specs: make(map[string]*btf.Spec, len(b.objects)), source: source, traceable: traced}
+	for module, obj := range b.objects {
+		c.specs[module] = obj.spec
 	}
-	c := &Catalogue{specs: b.specs, source: source, traceable: traced}
 	if tfsError != nil {
 		c.source = FromKallsymsBTF
 		c.traceable = b.btfSymbols(ksyms)
@@ -246,8 +267,16 @@ func addrsHidden(syms []Symbol) bool {
 	return len(syms) > 0
 }
 
-// loadSpec loads the BTF of vmlinux (base == nil) or of a module.
-func loadSpec(fsys fs.FS, module string, base *btf.Spec) (*btf.Spec, error) {
+// btfObject is the BTF of vmlinux or of one module, with its functions
+// indexed by name.
+type btfObject struct {
+	spec    *btf.Spec
+	funcs   map[string][]btf.TypeID
+	strings btfStrings // what a module's split BTF needs of vmlinux's
+}
+
+// loadBTF loads the BTF of vmlinux (base == nil) or of a module.
+func loadBTF(fsys fs.FS, module string, base *btfObject) (*btfObject, error) {
 	data, err := fs.ReadFile(fsys, path.Join(btfDir, module))
 	if errors.Is(err, fs.ErrNotExist) && base == nil {
 		return nil, ErrNoBTF
@@ -255,41 +284,19 @@ func loadSpec(fsys fs.FS, module string, base *btf.Spec) (*btf.Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read BTF of %s: %w", module, err)
 	}
-	var spec *btf.Spec
+	obj := &btfObject{}
+	var baseStrings *btfStrings
 	if base == nil {
-		spec, err = btf.LoadSpecFromReader(bytes.NewReader(data))
+		obj.spec, err = btf.LoadSpecFromReader(bytes.NewReader(data))
 	} else {
-		spec, err = btf.LoadSplitSpecFromReader(bytes.NewReader(data), base)
+		obj.spec, err = btf.LoadSplitSpecFromReader(bytes.NewReader(data), base.spec)
+		baseStrings = &base.strings
 	}
 	if err != nil {
 		return nil, fmt.Errorf("parse BTF of %s: %w", module, err)
 	}
-	return spec, nil
-}
-
-// btfFunc is a function of one BTF object.
-type btfFunc struct {
-	fn *btf.Func
-	id btf.TypeID
-}
-
-// btfFuncs indexes the functions of spec by name. For a module's split
-// BTF only the module's own types are visited.
-func btfFuncs(spec *btf.Spec) (map[string][]btfFunc, error) {
-	funcs := make(map[string][]btfFunc, 1<<16)
-	for typ, err := range spec.All() {
-		if err != nil {
-			return nil, fmt.Errorf("read BTF types: %w", err)
-		}
-		fn, ok := typ.(*btf.Func)
-		if !ok {
-			continue
-		}
-		id, err := spec.TypeID(fn)
-		if err != nil {
-			return nil, fmt.Errorf("BTF ID of %s: %w", fn.Name, err)
-		}
-		funcs[fn.Name] = append(funcs[fn.Name], btfFunc{fn, id})
+	if obj.funcs, obj.strings, err = scanFuncs(data, baseStrings); err != nil {
+		return nil, fmt.Errorf("parse BTF of %s: %w", module, err)
 	}
-	return funcs, nil
+	return obj, nil
 }

@@ -77,28 +77,28 @@ func TestMessyCases(t *testing.T) {
 			}
 
 			f := only(t, c, "tcp_sendmsg")
-			if !f.Traceable || f.Proto == nil || f.BTFID == 0 || len(f.Addrs) != 1 || f.Addrs[0] != 0xffffffff82010db0 {
+			if !f.Traceable || f.Proto() == nil || f.BTFID == 0 || len(f.Addrs) != 1 || f.Addrs[0] != 0xffffffff82010db0 {
 				t.Errorf("tcp_sendmsg: %+v", f)
 			}
-			if got, want := Prototype(f.Proto), "int tcp_sendmsg(struct sock *sk, struct msghdr *msg, size_t size)"; got != want {
+			if got, want := Prototype(f.Proto()), "int tcp_sendmsg(struct sock *sk, struct msghdr *msg, size_t size)"; got != want {
 				t.Errorf("prototype %q, want %q", got, want)
 			}
 
 			// A clone at three addresses: traceable, all addresses, no prototype.
 			f = only(t, c, "NF_HOOK.constprop.0")
-			if !f.Traceable || f.Proto != nil || len(f.Addrs) != 3 || f.Copies != 3 || !strings.Contains(f.ProtoNote, "compiler clone of NF_HOOK") {
+			if !f.Traceable || f.Proto() != nil || len(f.Addrs) != 3 || f.Copies != 3 || !strings.Contains(f.ProtoNote, "compiler clone of NF_HOOK") {
 				t.Errorf("NF_HOOK.constprop.0: %+v", f)
 			}
 
 			// BTF function whose only symbol is its clone.
 			f = only(t, c, "HUF_decompress4X1_usingDTable_internal_fast")
-			if f.Traceable || f.Proto == nil || !strings.Contains(f.Reason, "only compiler clones: HUF_decompress4X1_usingDTable_internal_fast.constprop.0") {
+			if f.Traceable || f.Proto() == nil || !strings.Contains(f.Reason, "only compiler clones: HUF_decompress4X1_usingDTable_internal_fast.constprop.0") {
 				t.Errorf("clone-only function: %+v", f)
 			}
 
 			// ThinLTO rename keeps the prototype, and says so.
 			f = only(t, c, "tcp_v4_send_reset.llvm.4077523316537185513")
-			if !f.Traceable || f.Proto == nil || f.Proto.Name != "tcp_v4_send_reset" || !strings.Contains(f.ProtoNote, "LTO") {
+			if !f.Traceable || f.Proto() == nil || f.Proto().Name != "tcp_v4_send_reset" || !strings.Contains(f.ProtoNote, "LTO") {
 				t.Errorf("llvm rename: %+v", f)
 			}
 			if fns := c.Lookup("tcp_v4_send_reset"); len(fns) != 0 {
@@ -117,7 +117,7 @@ func TestMessyCases(t *testing.T) {
 				t.Errorf("notrace: %+v", f)
 			}
 			f = only(t, c, "acpi_processor_driver_exit")
-			if f.Traceable || f.Proto == nil || !strings.Contains(f.Reason, "not in /proc/kallsyms") {
+			if f.Traceable || f.Proto() == nil || !strings.Contains(f.Reason, "not in /proc/kallsyms") {
 				t.Errorf("BTF only: %+v", f)
 			}
 			if fns := c.Lookup("calibrate_delay.cold"); len(fns) != 0 {
@@ -126,7 +126,7 @@ func TestMessyCases(t *testing.T) {
 
 			// Module function without module BTF.
 			f = only(t, c, "nf_conntrack_in")
-			if !f.Traceable || f.Module != "nf_conntrack" || f.Proto != nil || !strings.Contains(f.ProtoNote, "nf_conntrack has no BTF") {
+			if !f.Traceable || f.Module != "nf_conntrack" || f.Proto() != nil || !strings.Contains(f.ProtoNote, "nf_conntrack has no BTF") {
 				t.Errorf("module function: %+v", f)
 			}
 		})
@@ -228,11 +228,11 @@ func TestLive(t *testing.T) {
 		t.Fatalf("only %d functions", n)
 	}
 	f := only(t, c, "tcp_sendmsg")
-	if !f.Traceable || Prototype(f.Proto) != "int tcp_sendmsg(struct sock *sk, struct msghdr *msg, size_t size)" {
+	if !f.Traceable || Prototype(f.Proto()) != "int tcp_sendmsg(struct sock *sk, struct msghdr *msg, size_t size)" {
 		t.Errorf("tcp_sendmsg: %+v", f)
 	}
-	if f := only(t, c, "_printk"); !strings.HasSuffix(Prototype(f.Proto), "(const char *fmt, ...)") {
-		t.Errorf("_printk prototype %q", Prototype(f.Proto))
+	if f := only(t, c, "_printk"); !strings.HasSuffix(Prototype(f.Proto()), "(const char *fmt, ...)") {
+		t.Errorf("_printk prototype %q", Prototype(f.Proto()))
 	}
 	if len(c.Traceable()) == 0 {
 		t.Error("empty traceable set")

@@ -12,7 +12,7 @@ import (
 // named makes a function f whose parameters have the given names and types.
 func named(ret btf.Type, params ...btf.FuncParam) *kernel.Function {
 	fn := function(ret)
-	fn.Proto.Type.(*btf.FuncProto).Params = params
+	fn.Proto().Type.(*btf.FuncProto).Params = params
 	return fn
 }
 

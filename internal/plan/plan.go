@@ -104,12 +104,13 @@ func New(fn *kernel.Function, opts Options) (*Plan, error) {
 		opts.BufferBudget = DefaultBufferBudget
 	}
 	p := &Plan{Func: fn}
-	if fn.Proto == nil {
+	fnProto := fn.Proto()
+	if fnProto == nil {
 		return p, nil
 	}
-	proto, ok := fn.Proto.Type.(*btf.FuncProto)
+	proto, ok := fnProto.Type.(*btf.FuncProto)
 	if !ok {
-		return nil, fmt.Errorf("%s: BTF function has no prototype but %s", fn.Name, fn.Proto.Type)
+		return nil, fmt.Errorf("%s: BTF function has no prototype but %s", fn.Name, fnProto.Type)
 	}
 	params := proto.Params
 	if kernel.IsVariadic(proto) {

@@ -38,7 +38,9 @@ func function(ret btf.Type, params ...btf.Type) *kernel.Function {
 		}
 		proto.Params = append(proto.Params, btf.FuncParam{Name: fmt.Sprintf("a%d", i), Type: p})
 	}
-	return &kernel.Function{Name: "f", Proto: &btf.Func{Name: "f", Type: proto}, Traceable: true, Copies: 1, Addrs: []uint64{0xffffffff81000000}}
+	fn := kernel.FunctionOf(&btf.Func{Name: "f", Type: proto})
+	fn.Addrs = []uint64{0xffffffff81000000}
+	return fn
 }
 
 func mustPlan(t *testing.T, fn *kernel.Function) *Plan {

@@ -216,10 +216,11 @@ func (p *Pattern) matchTypes(fn *kernel.Function) bool {
 	if len(p.ArgTypes) == 0 {
 		return true
 	}
-	if fn.Proto == nil {
+	proto := fn.Proto()
+	if proto == nil {
 		return false
 	}
-	args := kernel.ParamTypes(fn.Proto)
+	args := kernel.ParamTypes(proto)
 	for _, want := range p.ArgTypes {
 		found := false
 		for _, t := range args {

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package kernel
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf/btf"
+)
+
+// btfStrings is what the split BTF of a module needs of the BTF it extends:
+// the first type ID it may use and the strings its name offsets can point
+// into.
+type btfStrings struct {
+	nextID  btf.TypeID
+	strings []byte
+}
+
+// BTF kinds whose header is followed by data, and the size of that data
+// (per member for the kinds with a vlen). See the kernel's
+// Documentation/bpf/btf.rst.
+const (
+	kindInt       = 1
+	kindArray     = 3
+	kindStruct    = 4
+	kindUnion     = 5
+	kindEnum      = 6
+	kindFunc      = 12
+	kindFuncProto = 13
+	kindVar       = 14
+	kindDatasec   = 15
+	kindDeclTag   = 17
+	kindEnum64    = 19
+)
+
+// scanFuncs indexes the FUNC types of one raw BTF object by name, reading
+// only the type headers. base is nil for vmlinux.
+//
+// Written by hand because cilium/ebpf tells a type's kind only by inflating
+// it together with every type it refers to: finding the functions through
+// Spec.All inflated all of vmlinux and was four fifths of the catalogue's
+// load time. The functions a trace uses are inflated later, one by one
+// (Function.Proto).
+func scanFuncs(raw []byte, base *btfStrings) (map[string][]btf.TypeID, btfStrings, error) {
+	if len(raw) < 24 {
+		return nil, btfStrings{}, errors.New("BTF header truncated")
+	}
+	var bo binary.ByteOrder = binary.LittleEndian
+	if binary.BigEndian.Uint16(raw) == 0xeb9f {
+		bo = binary.BigEndian
+	} else if bo.Uint16(raw) != 0xeb9f {
+		return nil, btfStrings{}, errors.New("not BTF: bad magic")
+	}
+	hdrLen := uint64(bo.Uint32(raw[4:]))
+	typeOff, typeLen := hdrLen+uint64(bo.Uint32(raw[8:])), uint64(bo.Uint32(raw[12:]))
+	strOff, strLen := hdrLen+uint64(bo.Uint32(raw[16:])), uint64(bo.Uint32(raw[20:]))
+	if typeOff+typeLen > uint64(len(raw)) || strOff+strLen > uint64(len(raw)) {
+		return nil, btfStrings{}, errors.New("BTF sections out of bounds")
+	}
+	types, strs := raw[typeOff:typeOff+typeLen], raw[strOff:strOff+strLen]
+
+	out := btfStrings{nextID: 1, strings: strs}
+	var baseStrs []byte
+	if base != nil {
+		out.nextID, baseStrs = base.nextID, base.strings
+	}
+	name := func(off uint32) string {
+		s := strs
+		if base != nil {
+			if int(off) < len(baseStrs) {
+				s = baseStrs
+			} else {
+				off -= uint32(len(baseStrs))
+			}
+		}
+		if int(off) >= len(s) {
+			return ""
+		}
+		end := bytes.IndexByte(s[off:], 0)
+		if end < 0 {
+			return ""
+		}
+		return string(s[off : int(off)+end])
+	}
+
+	funcs := make(map[string][]btf.TypeID, 1<<12)
+	for off := 0; off < len(types); out.nextID++ {
+		if off+12 > len(types) {
+			return nil, btfStrings{}, fmt.Errorf("BTF type %d truncated", out.nextID)
+		}
+		nameOff, info := bo.Uint32(types[off:]), bo.Uint32(types[off+4:])
+		kind, vlen := (info>>24)&0x1f, int(info&0xffff)
+		if kind == kindFunc {
+			n := name(nameOff)
+			funcs[n] = append(funcs[n], out.nextID)
+		}
+		off += 12
+		switch kind {
+		case kindInt, kindVar, kindDeclTag:
+			off += 4
+		case kindArray:
+			off += 12
+		case kindStruct, kindUnion, kindDatasec, kindEnum64:
+			off += 12 * vlen
+		case kindEnum, kindFuncProto:
+			off += 8 * vlen
+		}
+	}
+	return funcs, out, nil
+}
