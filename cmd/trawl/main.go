@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -114,6 +115,13 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	})
 	f.register(root)
+	var debug bool
+	root.PersistentFlags().BoolVar(&debug, "debug", false, "print diagnostics on standard error, among them how long each start-up step takes")
+	root.PersistentPreRun = func(*cobra.Command, []string) {
+		if debug {
+			slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		}
+	}
 	root.AddCommand(newListCommand(), newFeaturesCommand(), newManCommand(),
 		hiddenCommand(gateCommand, runGate), hiddenCommand(workloadCommand, runWorkload))
 	return root

@@ -179,10 +179,21 @@ func (b *builder) build(traced []Symbol, source Source) []Function {
 		funcs = append(funcs, f)
 	}
 	funcs = append(funcs, b.untraceable()...)
-	slices.SortFunc(funcs, func(x, y Function) int {
+	// Sorted through an index: moving the Functions themselves as the
+	// sort goes was a good part of the catalogue's load time.
+	order := make([]int32, len(funcs))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(i, j int32) int {
+		x, y := &funcs[i], &funcs[j]
 		return cmp.Or(strings.Compare(x.Name, y.Name), strings.Compare(x.Module, y.Module))
 	})
-	return funcs
+	sorted := make([]Function, len(funcs))
+	for i, j := range order {
+		sorted[i] = funcs[j]
+	}
+	return sorted
 }
 
 func (b *builder) markUsed(module, name string) {

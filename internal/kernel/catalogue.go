@@ -132,7 +132,12 @@ type Catalogue struct {
 	traceable []Symbol
 	source    Source
 	notice    string
+	symbols   *Symbolizer
 }
+
+// Symbolizer symbolises addresses with the kallsyms the catalogue was
+// loaded from.
+func (c *Catalogue) Symbolizer() *Symbolizer { return c.symbols }
 
 // Functions returns every function, sorted by name then module.
 func (c *Catalogue) Functions() []Function { return c.funcs }
@@ -168,6 +173,7 @@ func Load(fsys fs.FS) (*Catalogue, error) {
 	var (
 		vmlinux  *btfObject
 		ksyms    []Symbol
+		symbols  *Symbolizer
 		traced   []Symbol
 		source   Source
 		tfsError error
@@ -183,7 +189,7 @@ func Load(fsys fs.FS) (*Catalogue, error) {
 			symErr = fmt.Errorf("read kernel symbols: %w", err)
 			return
 		}
-		if ksyms, symErr = parseKallsyms(bytes.NewReader(data)); symErr == nil {
+		if ksyms, symbols, symErr = parseKallsyms(data); symErr == nil {
 			traced, source, tfsError = readTracefs(fsys)
 		}
 	})
@@ -197,7 +203,7 @@ func Load(fsys fs.FS) (*Catalogue, error) {
 		ksyms:   groupSymbols(ksyms),
 	}
 	b.loadModules(fsys, vmlinux, ksyms)
-	c := &Catalogue{specs: make(map[string]*btf.Spec, len(b.objects)), source: source, traceable: traced}
+	c := &Catalogue{specs: make(map[string]*btf.Spec, len(b.objects)), source: source, traceable: traced, symbols: symbols}
 	for module, obj := range b.objects {
 		c.specs[module] = obj.spec
 	}
@@ -233,7 +239,7 @@ func readTracefs(fsys fs.FS) ([]Symbol, Source, error) {
 				errs = append(errs, err)
 				continue
 			}
-			syms, err := parseFilterFunctions(bytes.NewReader(data), f.source == FromFilterAddrs)
+			syms, err := parseFilterFunctions(data, f.source == FromFilterAddrs)
 			if err != nil {
 				return nil, 0, err
 			}

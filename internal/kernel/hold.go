@@ -3,9 +3,11 @@
 package kernel
 
 import (
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
+	"time"
 )
 
 // holder shares a catalogue among those holding it.
@@ -27,7 +29,18 @@ type held struct {
 }
 
 // live holds the running kernel's catalogue.
-var live = &holder{load: func() (*Catalogue, error) { return Load(os.DirFS("/")) }, modules: loadedModules}
+var live = &holder{load: loadLive, modules: loadedModules}
+
+// loadLive loads the running kernel's catalogue (its time is logged for
+// trawl --debug).
+func loadLive() (*Catalogue, error) {
+	start := time.Now()
+	c, err := Load(os.DirFS("/"))
+	if err == nil {
+		slog.Debug("catalogue loaded", "functions", len(c.funcs), "modules", len(c.specs), "took", time.Since(start).Round(time.Millisecond))
+	}
+	return c, err
+}
 
 // Hold returns the catalogue of the running kernel and the function that
 // releases it. Those holding it at once share one catalogue, read again

@@ -3,9 +3,8 @@
 package kernel
 
 import (
-	"bufio"
 	"fmt"
-	"io"
+	"iter"
 	"strconv"
 	"strings"
 )
@@ -18,38 +17,36 @@ type Symbol struct {
 	Addr   uint64 // 0 when the kernel hides addresses
 }
 
-// parseKallsyms returns the text symbols of r, formatted like
-// /proc/kallsyms: "ffffffff81000000 T name [module]". Padding symbols
-// (__pfx_, __cfi_) that precede functions are skipped.
-func parseKallsyms(r io.Reader) ([]Symbol, error) {
-	var syms []Symbol
-	sc := bufio.NewScanner(r)
-	line := 0
-	for sc.Scan() {
-		line++
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 3 {
-			return nil, fmt.Errorf("kallsyms line %d: want \"ADDRESS TYPE NAME\", got %q", line, sc.Text())
+// parseKallsyms reads data, formatted like /proc/kallsyms:
+// "ffffffff81000000 T name [module]". It returns the text symbols, and a
+// Symbolizer of the text and data symbols, in one pass: reading
+// /proc/kallsyms is a good part of trawl's start-up under emulation.
+// Padding symbols (__pfx_, __cfi_) that precede functions are skipped.
+func parseKallsyms(data []byte) ([]Symbol, *Symbolizer, error) {
+	var text []Symbol
+	var all symbolizerBuilder
+	for n, line := range lines(data) {
+		addrField, rest := nextField(line)
+		typ, rest := nextField(rest)
+		name, rest := nextField(rest)
+		if name == "" {
+			return nil, nil, fmt.Errorf("kallsyms line %d: want \"ADDRESS TYPE NAME\", got %q", n, line)
 		}
-		switch fields[1] {
-		case "t", "T", "w", "W":
-		default:
-			continue
-		}
-		name := fields[2]
 		if strings.HasPrefix(name, "__pfx_") || strings.HasPrefix(name, "__cfi_") {
 			continue
 		}
-		addr, err := strconv.ParseUint(fields[0], 16, 64)
+		addr, err := strconv.ParseUint(addrField, 16, 64)
 		if err != nil {
-			return nil, fmt.Errorf("kallsyms line %d: bad address %q: %w", line, fields[0], err)
+			return nil, nil, fmt.Errorf("kallsyms line %d: bad address %q: %w", n, addrField, err)
 		}
-		syms = append(syms, Symbol{Name: name, Module: moduleField(fields[3:]), Addr: addr})
+		module := moduleField(rest)
+		all.add(addr, typ, name, module)
+		switch typ {
+		case "t", "T", "w", "W":
+			text = append(text, Symbol{Name: name, Module: module, Addr: addr})
+		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read kallsyms: %w", err)
-	}
-	return syms, nil
+	return text, all.build(), nil
 }
 
 // parseFilterFunctions reads tracefs's available_filter_functions ("name
@@ -57,46 +54,63 @@ func parseKallsyms(r io.Reader) ([]Symbol, error) {
 // available_filter_functions_addrs ("address name [module]").
 // Entries the kernel marks invalid (__ftrace_invalid_address___N, left by
 // weak functions that were overridden) are skipped.
-func parseFilterFunctions(r io.Reader, withAddrs bool) ([]Symbol, error) {
+func parseFilterFunctions(data []byte, withAddrs bool) ([]Symbol, error) {
 	var syms []Symbol
-	sc := bufio.NewScanner(r)
-	line := 0
-	for sc.Scan() {
-		line++
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 0 {
+	for n, line := range lines(data) {
+		var sym Symbol
+		first, rest := nextField(line)
+		if first == "" {
 			continue
 		}
-		var sym Symbol
 		if withAddrs {
-			if len(fields) < 2 {
-				return nil, fmt.Errorf("available_filter_functions_addrs line %d: want \"ADDRESS NAME\", got %q", line, sc.Text())
-			}
-			addr, err := strconv.ParseUint(fields[0], 16, 64)
+			addr, err := strconv.ParseUint(first, 16, 64)
 			if err != nil {
-				return nil, fmt.Errorf("available_filter_functions_addrs line %d: bad address %q: %w", line, fields[0], err)
+				return nil, fmt.Errorf("available_filter_functions_addrs line %d: bad address %q: %w", n, first, err)
 			}
 			sym.Addr = addr
-			fields = fields[1:]
+			if first, rest = nextField(rest); first == "" {
+				return nil, fmt.Errorf("available_filter_functions_addrs line %d: want \"ADDRESS NAME\", got %q", n, line)
+			}
 		}
-		sym.Name = fields[0]
-		sym.Module = moduleField(fields[1:])
+		sym.Name = first
+		sym.Module = moduleField(rest)
 		if strings.HasPrefix(sym.Name, "__ftrace_invalid_address__") {
 			continue
 		}
 		syms = append(syms, sym)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read available_filter_functions: %w", err)
-	}
 	return syms, nil
+}
+
+// lines yields the lines of data with their numbers, from 1. The names
+// parsed from them share one copy of data (these files list every kernel
+// symbol: one string per name was most of their parsing time).
+func lines(data []byte) iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		s := string(data)
+		for n := 1; s != ""; n++ {
+			var line string
+			line, s, _ = strings.Cut(s, "\n")
+			if !yield(n, line) {
+				return
+			}
+		}
+	}
+}
+
+// nextField returns the first space- or tab-separated field of s and
+// what follows it.
+func nextField(s string) (field, rest string) {
+	s = strings.TrimLeft(s, " \t")
+	if i := strings.IndexAny(s, " \t"); i >= 0 {
+		return s[:i], s[i:]
+	}
+	return s, ""
 }
 
 // moduleField returns the module name from the trailing "[module]" field
 // of a kallsyms or tracefs line, or "" for vmlinux.
-func moduleField(rest []string) string {
-	if len(rest) == 0 {
-		return ""
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(rest[0], "["), "]")
+func moduleField(rest string) string {
+	field, _ := nextField(rest)
+	return strings.TrimSuffix(strings.TrimPrefix(field, "["), "]")
 }

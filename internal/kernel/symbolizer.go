@@ -3,13 +3,9 @@
 package kernel
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"sort"
-	"strconv"
-	"strings"
 )
 
 // maxSymbolGap bounds how far past a symbol an address still belongs to
@@ -32,63 +28,55 @@ type Symbolizer struct {
 // arm64 (both put the kernel in the top half of the address space).
 const minKernelAddr = 1 << 63
 
-// LiveSymbolizer reads /proc/kallsyms.
-func LiveSymbolizer() (*Symbolizer, error) {
-	f, err := os.Open("/proc/kallsyms")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return NewSymbolizer(f)
-}
-
 // NewSymbolizer reads symbols formatted like /proc/kallsyms.
 func NewSymbolizer(r io.Reader) (*Symbolizer, error) {
-	type sym struct {
-		addr uint64
-		name string
-		mod  uint16
-	}
-	modIndex := map[string]uint16{"": 0}
-	modNames := []string{""}
-	var syms []sym
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 3 {
-			continue
-		}
-		addr, err := strconv.ParseUint(fields[0], 16, 64)
-		if err != nil {
-			return nil, fmt.Errorf("kallsyms: bad address %q: %w", fields[0], err)
-		}
-		// Absolute symbols and per-CPU offsets (small addresses) would
-		// "symbolise" heap pointers as far offsets.
-		if addr < minKernelAddr || fields[1] == "A" || fields[1] == "a" ||
-			strings.HasPrefix(fields[2], "__pfx_") || strings.HasPrefix(fields[2], "__cfi_") {
-			continue
-		}
-		mod := ""
-		if len(fields) > 3 {
-			mod = strings.Trim(fields[3], "[]")
-		}
-		i, ok := modIndex[mod]
-		if !ok && len(modNames) < 1<<16 {
-			i = uint16(len(modNames))
-			modIndex[mod] = i
-			modNames = append(modNames, mod)
-		}
-		syms = append(syms, sym{addr, fields[2], i})
-	}
-	if err := sc.Err(); err != nil {
+	data, err := io.ReadAll(r)
+	if err != nil {
 		return nil, fmt.Errorf("read kallsyms: %w", err)
 	}
-	sort.SliceStable(syms, func(i, j int) bool { return syms[i].addr < syms[j].addr })
-	s := &Symbolizer{addrs: make([]uint64, len(syms)), names: make([]string, len(syms)), mods: make([]uint16, len(syms)), modNames: modNames}
-	for i, sy := range syms {
+	_, s, err := parseKallsyms(data)
+	return s, err
+}
+
+// symbolizerBuilder collects the symbols of a Symbolizer.
+type symbolizerBuilder struct {
+	syms     []symbol
+	modIndex map[string]uint16
+	modNames []string
+}
+
+type symbol struct {
+	addr uint64
+	name string
+	mod  uint16
+}
+
+// add adds a symbol of kallsyms type typ unless it would symbolise what
+// it should not: absolute symbols and per-CPU offsets (small addresses)
+// would "symbolise" heap pointers as far offsets.
+func (b *symbolizerBuilder) add(addr uint64, typ, name, module string) {
+	if addr < minKernelAddr || typ == "A" || typ == "a" {
+		return
+	}
+	if b.modIndex == nil {
+		b.modIndex, b.modNames = map[string]uint16{"": 0}, []string{""}
+	}
+	i, ok := b.modIndex[module]
+	if !ok && len(b.modNames) < 1<<16 {
+		i = uint16(len(b.modNames))
+		b.modIndex[module] = i
+		b.modNames = append(b.modNames, module)
+	}
+	b.syms = append(b.syms, symbol{addr, name, i})
+}
+
+func (b *symbolizerBuilder) build() *Symbolizer {
+	sort.SliceStable(b.syms, func(i, j int) bool { return b.syms[i].addr < b.syms[j].addr })
+	s := &Symbolizer{addrs: make([]uint64, len(b.syms)), names: make([]string, len(b.syms)), mods: make([]uint16, len(b.syms)), modNames: b.modNames}
+	for i, sy := range b.syms {
 		s.addrs[i], s.names[i], s.mods[i] = sy.addr, sy.name, sy.mod
 	}
-	return s, nil
+	return s
 }
 
 // Symbolize returns the symbol holding addr and the offset into it.

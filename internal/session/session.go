@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -114,7 +115,7 @@ func Open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe Probe) (
 		cfg.Notify(n)
 	}
 	s := &Session{planSkips: skip.Reasons{}, detached: cfg.DetachProgress, aggregate: cfg.Aggregate}
-	if err := s.choose(cat, cfg, probe); err != nil {
+	if err := timed("choose", func() error { return s.choose(cat, cfg, probe) }); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -122,22 +123,30 @@ func Open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe Probe) (
 			s.Close()
 		}
 	}()
-	if err := s.plan(cfg); err != nil {
+	if err := timed("plan", func() error { return s.plan(cfg) }); err != nil {
 		return nil, err
 	}
-	if err := s.load(cat, cfg); err != nil {
+	if err := timed("load", func() error { return s.load(cat, cfg) }); err != nil {
 		return nil, err
 	}
-	if err := s.attach(ctx, cfg.Progress); err != nil {
+	if err := timed("attach", func() error { return s.attach(ctx, cfg.Progress) }); err != nil {
 		if s.attached != nil {
 			return s, err
 		}
 		return nil, err
 	}
-	if err := s.arm(cfg); err != nil {
+	if err := timed("arm", func() error { return s.arm(cat, cfg) }); err != nil {
 		return s, err
 	}
 	return s, nil
+}
+
+// timed runs one step of Open and logs how long it took (trawl --debug).
+func timed(step string, run func() error) error {
+	start := time.Now()
+	err := run()
+	slog.Debug("open step", "step", step, "took", time.Since(start).Round(time.Millisecond), "err", err)
+	return err
 }
 
 // choose selects the functions and the backend.
@@ -306,14 +315,11 @@ func (s *Session) attach(ctx context.Context, progress backend.Progress) error {
 }
 
 // arm lets the capture program trace calls and readies their decoding.
-func (s *Session) arm(cfg Config) error {
+func (s *Session) arm(cat *kernel.Catalogue, cfg Config) error {
 	if err := s.capture.Collection.Variables[bpf.CaptureVarArmed].Set(uint32(1)); err != nil {
 		return fmt.Errorf("arm the capture program: %w", err)
 	}
-	sym, err := kernel.LiveSymbolizer()
-	if err != nil {
-		return fmt.Errorf("read kernel symbols: %w", err)
-	}
+	sym := cat.Symbolizer()
 	s.decoder = event.NewDecoder(s.plans, cfg.Values, sym)
 	s.decoder.Show(s.show.blocks)
 	if cfg.Stack {
