@@ -1370,6 +1370,52 @@ static __always_inline void session_exit(void *ctx, __u64 ret, int kprobe)
 		finish(ctx, &s->calls[slot_of(d)], d, ret, kprobe);
 }
 
+/* The lean --stats path of the session backends. When calls are only
+ * counted, and nothing but the duration and the error decides which
+ * (no --entry, --stack, --show or --filter expression), the entry keeps
+ * the function and its start time in the session cookie, and the exit
+ * counts the call: no shadow stack, no second lookup of the function.
+ * The time keeps its low LEAN_TS_BITS bits (4.9 hours): a duration is
+ * their difference, exact for any call shorter than that. */
+#define LEAN_TS_BITS 44
+#define LEAN_TS_MASK ((1ULL << LEAN_TS_BITS) - 1)
+#define lean_stats (aggregate && !entry_gate && !error_chains && !filter_at && !want_stack && !show_on)
+
+/* lean_entry notes a call of func in the session cookie. It returns
+ * whether the exit run can be skipped. */
+static __always_inline int lean_entry(void *ctx, __u32 func)
+{
+	__u64 *cookie = bpf_session_cookie(ctx);
+
+	if (!cookie)
+		return 1;
+	*cookie = 0;
+	if (!armed)
+		return 1;
+	if (!wanted()) {
+		count(CNT_FILTERED);
+		return 1;
+	}
+	*cookie = (__u64)(func + 1) << LEAN_TS_BITS | (bpf_ktime_get_ns() & LEAN_TS_MASK);
+	return 0;
+}
+
+/* lean_exit counts the call whose entry lean_entry noted. */
+static __always_inline void lean_exit(void *ctx, __u64 ret)
+{
+	__u64 *cookie = bpf_session_cookie(ctx);
+	__u64 noted, dur;
+	__u32 func;
+
+	if (!cookie || !(noted = *cookie))
+		return;
+	dur = (bpf_ktime_get_ns() - noted) & LEAN_TS_MASK;
+	func = (noted >> LEAN_TS_BITS) - 1;
+	count(CNT_CALLS);
+	if (exit_passes(func, dur, ret))
+		tally(func, 1, dur, ret);
+}
+
 /* Loaded through internal/kernel/rawbpf as fsession (7.0) or
  * fsession.multi (7.2, x86-64): cilium/ebpf v0.22 cannot attach either. */
 SEC("fsession/trawl_placeholder")
@@ -1383,7 +1429,14 @@ int fsession_capture(void *ctx)
 
 	if (bpf_session_is_return(ctx)) {
 		bpf_get_func_ret(ctx, &ret);
-		session_exit(ctx, ret, 0);
+		if (lean_stats)
+			lean_exit(ctx, ret);
+		else
+			session_exit(ctx, ret, 0);
+		return 0;
+	}
+	if (lean_stats) {
+		lean_entry(ctx, bpf_get_attach_cookie(ctx));
 		return 0;
 	}
 	p = plan_of(ctx, &func);
@@ -1401,9 +1454,14 @@ int kprobe_session_capture(void *ctx)
 	int skip;
 
 	if (bpf_session_is_return(ctx)) {
-		session_exit(ctx, ctx_u64(ctx, REG_RET), 1);
+		if (lean_stats)
+			lean_exit(ctx, ctx_u64(ctx, REG_RET));
+		else
+			session_exit(ctx, ctx_u64(ctx, REG_RET), 1);
 		return 0;
 	}
+	if (lean_stats)
+		return lean_entry(ctx, func_at(ctx, bpf_get_func_ip(ctx)));
 	p = kprobe_plan(ctx, bpf_get_func_ip(ctx), &func);
 	if (!p)
 		return 1;
