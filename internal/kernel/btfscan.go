@@ -36,6 +36,15 @@ const (
 	kindEnum64    = 19
 )
 
+// btfFuncs are the functions of one BTF object: names[i] is the name of
+// the FUNC types ids[i] (several for static functions of several files),
+// index finds i by name.
+type btfFuncs struct {
+	names []string
+	ids   [][]btf.TypeID
+	index map[string]int32
+}
+
 // scanFuncs indexes the FUNC types of one raw BTF object by name, reading
 // only the type headers. base is nil for vmlinux.
 //
@@ -44,21 +53,22 @@ const (
 // Spec.All inflated all of vmlinux and was four fifths of the catalogue's
 // load time. The functions a trace uses are inflated later, one by one
 // (Function.Proto).
-func scanFuncs(raw []byte, base *btfStrings) (map[string][]btf.TypeID, btfStrings, error) {
+func scanFuncs(raw []byte, base *btfStrings) (btfFuncs, btfStrings, error) {
+	var funcs btfFuncs
 	if len(raw) < 24 {
-		return nil, btfStrings{}, errors.New("BTF header truncated")
+		return funcs, btfStrings{}, errors.New("BTF header truncated")
 	}
 	var bo binary.ByteOrder = binary.LittleEndian
 	if binary.BigEndian.Uint16(raw) == 0xeb9f {
 		bo = binary.BigEndian
 	} else if bo.Uint16(raw) != 0xeb9f {
-		return nil, btfStrings{}, errors.New("not BTF: bad magic")
+		return funcs, btfStrings{}, errors.New("not BTF: bad magic")
 	}
 	hdrLen := uint64(bo.Uint32(raw[4:]))
 	typeOff, typeLen := hdrLen+uint64(bo.Uint32(raw[8:])), uint64(bo.Uint32(raw[12:]))
 	strOff, strLen := hdrLen+uint64(bo.Uint32(raw[16:])), uint64(bo.Uint32(raw[20:]))
 	if typeOff+typeLen > uint64(len(raw)) || strOff+strLen > uint64(len(raw)) {
-		return nil, btfStrings{}, errors.New("BTF sections out of bounds")
+		return funcs, btfStrings{}, errors.New("BTF sections out of bounds")
 	}
 	types, strs := raw[typeOff:typeOff+typeLen], raw[strOff:strOff+strLen]
 
@@ -86,16 +96,23 @@ func scanFuncs(raw []byte, base *btfStrings) (map[string][]btf.TypeID, btfString
 		return string(s[off : int(off)+end])
 	}
 
-	funcs := make(map[string][]btf.TypeID, 1<<12)
+	funcs.index = make(map[string]int32, 1<<12)
 	for off := 0; off < len(types); out.nextID++ {
 		if off+12 > len(types) {
-			return nil, btfStrings{}, fmt.Errorf("BTF type %d truncated", out.nextID)
+			return funcs, btfStrings{}, fmt.Errorf("BTF type %d truncated", out.nextID)
 		}
 		nameOff, info := bo.Uint32(types[off:]), bo.Uint32(types[off+4:])
 		kind, vlen := (info>>24)&0x1f, int(info&0xffff)
 		if kind == kindFunc {
 			n := name(nameOff)
-			funcs[n] = append(funcs[n], out.nextID)
+			i, ok := funcs.index[n]
+			if !ok {
+				i = int32(len(funcs.names))
+				funcs.index[n] = i
+				funcs.names = append(funcs.names, n)
+				funcs.ids = append(funcs.ids, nil)
+			}
+			funcs.ids[i] = append(funcs.ids[i], out.nextID)
 		}
 		off += 12
 		switch kind {

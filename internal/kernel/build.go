@@ -21,7 +21,7 @@ type symKey struct{ module, name string }
 type builder struct {
 	objects map[string]*btfObject      // module -> BTF
 	ksyms   map[symKey][]uint64        // kallsyms addresses, zeros included
-	used    map[string]map[string]bool // module -> BTF names matched to a traceable symbol
+	used    map[string][]bool          // module -> BTF functions (by btfFuncs index) matched to a traceable symbol
 	clones  map[symKey][]string        // module+base name -> clone symbols in kallsyms
 }
 
@@ -76,8 +76,8 @@ func (b *builder) resolve(module, name string) (fn btfFunc, note string, ok bool
 	if !hasBTF {
 		return btfFunc{}, "module " + module + " has no BTF", false
 	}
-	if ids, found := obj.funcs[name]; found {
-		return pick(obj.spec, name, ids)
+	if i, found := obj.funcs.index[name]; found {
+		return pick(obj, i)
 	}
 	base, suffix := splitSuffix(name)
 	if suffix == "" {
@@ -86,29 +86,31 @@ func (b *builder) resolve(module, name string) (fn btfFunc, note string, ok bool
 	if !suffixKeepsABI(suffix) {
 		return btfFunc{}, suffixNote(base, suffix), false
 	}
-	ids, found := obj.funcs[base]
+	i, found := obj.funcs.index[base]
 	if !found {
 		return btfFunc{}, "not in BTF (nor " + base + ")", false
 	}
-	fn, note, ok = pick(obj.spec, base, ids)
+	fn, note, ok = pick(obj, i)
 	if ok {
 		note = "renamed by LTO; prototype of " + base
 	}
 	return fn, note, ok
 }
 
-// btfFunc is a BTF function: its name (without the symbol's compiler
-// suffix), the type ID of its prototype and the BTF object of that ID.
+// btfFunc is a BTF function: the type ID of its prototype, the BTF object
+// of that ID, and its index in the object's btfFuncs.
 type btfFunc struct {
-	name string
-	id   btf.TypeID
-	spec *btf.Spec
+	id    btf.TypeID
+	spec  *btf.Spec
+	index int32
 }
 
-// pick chooses among BTF functions of one name. Static functions of several
-// files can share a name; their prototypes are only trusted when they agree.
-func pick(spec *btf.Spec, name string, ids []btf.TypeID) (btfFunc, string, bool) {
-	fn := btfFunc{name, ids[0], spec}
+// pick chooses among the BTF functions of obj's i-th name. Static
+// functions of several files can share a name; their prototypes are only
+// trusted when they agree.
+func pick(obj *btfObject, i int32) (btfFunc, string, bool) {
+	name, ids, spec := obj.funcs.names[i], obj.funcs.ids[i], obj.spec
+	fn := btfFunc{ids[0], spec, i}
 	if len(ids) == 1 {
 		return fn, "", true
 	}
@@ -153,8 +155,11 @@ func (b *builder) build(traced []Symbol, source Source) []Function {
 		g.addrs = append(g.addrs, s.Addr)
 	}
 
-	b.used = make(map[string]map[string]bool)
-	funcs := make([]Function, 0, len(keys)+len(b.objects[""].funcs)/4)
+	b.used = make(map[string][]bool, len(b.objects))
+	for module, obj := range b.objects {
+		b.used[module] = make([]bool, len(obj.funcs.names))
+	}
+	funcs := make([]Function, 0, len(keys)+len(b.objects[""].funcs.names)/4)
 	for _, k := range keys {
 		g := groups[k]
 		f := Function{Name: k.name, Module: k.module, Traceable: true, Copies: g.count}
@@ -174,33 +179,29 @@ func (b *builder) build(traced []Symbol, source Source) []Function {
 		f.ProtoNote = note
 		if ok {
 			f.BTFID, f.spec = fn.id, fn.spec
-			b.markUsed(k.module, fn.name)
+			b.used[k.module][fn.index] = true
 		}
 		funcs = append(funcs, f)
 	}
 	funcs = append(funcs, b.untraceable()...)
-	// Sorted through an index: moving the Functions themselves as the
-	// sort goes was a good part of the catalogue's load time.
-	order := make([]int32, len(funcs))
-	for i := range order {
-		order[i] = int32(i)
+	// Sorted through keys: moving the Functions themselves as the sort
+	// goes was a good part of the catalogue's load time.
+	type key struct {
+		symKey
+		i int
 	}
-	slices.SortFunc(order, func(i, j int32) int {
-		x, y := &funcs[i], &funcs[j]
-		return cmp.Or(strings.Compare(x.Name, y.Name), strings.Compare(x.Module, y.Module))
+	order := make([]key, len(funcs))
+	for i, f := range funcs {
+		order[i] = key{symKey{f.Module, f.Name}, i}
+	}
+	slices.SortFunc(order, func(x, y key) int {
+		return cmp.Or(strings.Compare(x.name, y.name), strings.Compare(x.module, y.module))
 	})
 	sorted := make([]Function, len(funcs))
-	for i, j := range order {
-		sorted[i] = funcs[j]
+	for i, k := range order {
+		sorted[i] = funcs[k.i]
 	}
 	return sorted
-}
-
-func (b *builder) markUsed(module, name string) {
-	if b.used[module] == nil {
-		b.used[module] = make(map[string]bool)
-	}
-	b.used[module][name] = true
 }
 
 // untraceable returns the BTF functions no traceable symbol matched, each
@@ -209,13 +210,13 @@ func (b *builder) untraceable() []Function {
 	b.indexClones()
 	var out []Function
 	for module, obj := range b.objects {
-		for name, ids := range obj.funcs {
-			if b.used[module][name] {
+		for i, name := range obj.funcs.names {
+			if b.used[module][i] {
 				continue
 			}
 			k := symKey{module, name}
 			f := Function{Name: name, Module: module, Addrs: nonZero(b.ksyms[k]), Copies: len(b.ksyms[k])}
-			if fn, note, ok := pick(obj.spec, name, ids); ok {
+			if fn, note, ok := pick(obj, int32(i)); ok {
 				f.BTFID, f.spec = fn.id, fn.spec
 			} else {
 				f.ProtoNote = note

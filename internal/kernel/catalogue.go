@@ -277,7 +277,7 @@ func addrsHidden(syms []Symbol) bool {
 // indexed by name.
 type btfObject struct {
 	spec    *btf.Spec
-	funcs   map[string][]btf.TypeID
+	funcs   btfFuncs
 	strings btfStrings // what a module's split BTF needs of vmlinux's
 }
 

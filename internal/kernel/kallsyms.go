@@ -101,11 +101,16 @@ func lines(data []byte) iter.Seq2[int, string] {
 // nextField returns the first space- or tab-separated field of s and
 // what follows it.
 func nextField(s string) (field, rest string) {
-	s = strings.TrimLeft(s, " \t")
-	if i := strings.IndexAny(s, " \t"); i >= 0 {
-		return s[:i], s[i:]
+	start := 0
+	for start < len(s) && (s[start] == ' ' || s[start] == '\t') {
+		start++
 	}
-	return s, ""
+	for end := start; end < len(s); end++ {
+		if s[end] == ' ' || s[end] == '\t' {
+			return s[start:end], s[end:]
+		}
+	}
+	return s[start:], ""
 }
 
 // moduleField returns the module name from the trailing "[module]" field
