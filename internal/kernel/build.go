@@ -19,10 +19,10 @@ type symKey struct{ module, name string }
 
 // builder joins BTF, kallsyms and the traceable set into Functions.
 type builder struct {
-	objects map[string]*btfObject      // module -> BTF
-	ksyms   map[symKey][]uint64        // kallsyms addresses, zeros included
-	used    map[string][]bool          // module -> BTF functions (by btfFuncs index) matched to a traceable symbol
-	clones  map[symKey][]string        // module+base name -> clone symbols in kallsyms
+	objects map[string]*btfObject // module -> BTF
+	ksyms   map[symKey][]uint64   // kallsyms addresses, zeros included
+	used    map[string][]bool     // module -> BTF functions (by btfFuncs index) matched to a traceable symbol
+	clones  map[symKey][]string   // module+base name -> clone symbols in kallsyms
 }
 
 func groupSymbols(syms []Symbol) map[symKey][]uint64 {
