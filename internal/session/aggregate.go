@@ -35,20 +35,12 @@ func sizeAggregation(spec *ebpf.CollectionSpec, cfg Config, n int) error {
 
 // counted sums the calls the kernel counted over the functions.
 func (s *Session) counted() (uint64, error) {
-	mem, err := s.capture.Collection.Maps[bpf.CaptureMapStats].Memory()
-	if err != nil {
-		return 0, fmt.Errorf("map the statistics: %w", err)
-	}
+	fs, err := s.FunctionStats()
 	var sum uint64
-	word := make([]byte, 8)
-	size := int64(unsafe.Sizeof(bpf.CaptureFuncStats{}))
-	for id := range s.plans {
-		if _, err := mem.ReadAt(word, int64(id)*size); err != nil {
-			return 0, fmt.Errorf("read the statistics: %w", err)
-		}
-		sum += binary.NativeEndian.Uint64(word)
+	for _, f := range fs {
+		sum += f.Calls
 	}
-	return sum, nil
+	return sum, err
 }
 
 // FunctionStats returns the figures the kernel counted for each function
