@@ -121,6 +121,7 @@ func attachAndDetach(t *testing.T, b string) int {
 	if st.Calls == 0 {
 		t.Error("no call of the child seen")
 	}
+	refusedByVerifier(t, st)
 	if during-before < st.Attached {
 		t.Errorf("%d functions attached but only %d patched", st.Attached, during-before)
 	}

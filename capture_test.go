@@ -210,6 +210,7 @@ func capture(t *testing.T, cfg trawl.Config) (map[string][]map[string]any, map[s
 	if st.CookieLookups != 0 {
 		t.Errorf("the kprobe program found the function by its attach cookie %d times: the address table lacks the addresses bpf_get_func_ip gives", st.CookieLookups)
 	}
+	refusedByVerifier(t, st)
 	skipped := map[string]string{}
 	for reason, fns := range st.Skipped {
 		for _, fn := range fns {
@@ -330,5 +331,16 @@ func workload(t *testing.T) {
 	if c, err := net.Dial("udp", "127.0.0.1:9"); err == nil {
 		c.Write([]byte("x"))
 		c.Close()
+	}
+}
+
+// refusedByVerifier fails the test for functions the verifier refused
+// trawl's program for: a bug, not a function trawl cannot trace.
+func refusedByVerifier(t *testing.T, st trawl.Stats) {
+	t.Helper()
+	for reason, fns := range st.Skipped {
+		if strings.Contains(reason, "refused by the verifier") {
+			t.Errorf("%d functions skipped, %s: %s", len(fns), reason, strings.Join(fns[:min(len(fns), 5)], ", "))
+		}
 	}
 }

@@ -9,6 +9,7 @@ package backend
 
 import (
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -184,11 +185,27 @@ var skippable = []struct {
 	{func(err error) bool { return errors.Is(err, syscall.EADDRNOTAVAIL) }, "address not traceable (EADDRNOTAVAIL)"},
 	{func(err error) bool { return errors.Is(err, ENOTSUPP) }, "the kernel cannot patch it (ENOTSUPP)"},
 	{func(err error) bool { return errors.Is(err, ebpf.ErrNotSupported) }, "the kernel does not support this attach type on it"},
+	{modelRefused, "the kernel cannot model its prototype for a trampoline (a struct argument or return value, or too many arguments)"},
 	{func(err error) bool {
 		var ve *ebpf.VerifierError
-		return errors.As(err, &ve) && strings.Contains(ve.Error(), "arg")
-	}, "prototype refused by the verifier"},
+		if errors.As(err, &ve) {
+			slog.Debug("verifier refused a program", "log", strings.Join(ve.Log, "\n"))
+		}
+		return ve != nil
+	}, "refused by the verifier: a trawl bug, please report it with the log trawl --debug prints"},
 	{func(err error) bool { return errors.Is(err, syscall.EINVAL) }, "rejected by the kernel (EINVAL)"},
+}
+
+// modelRefused reports whether the kernel refused to attach a trampoline
+// because it cannot model the function's prototype:
+// btf_distill_func_proto (kernel/bpf/btf.c) says why in a line that
+// starts "The function NAME" (too many arguments, a struct or malformed
+// argument or return type).
+func modelRefused(err error) bool {
+	var ve *ebpf.VerifierError
+	return errors.As(err, &ve) && slices.ContainsFunc(ve.Log, func(line string) bool {
+		return strings.HasPrefix(line, "The function ")
+	})
 }
 
 // classify returns the reason to skip a function for err, or "".
