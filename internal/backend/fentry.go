@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
-	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"github.com/trawl-dev/trawl/internal/plan"
 )
@@ -39,6 +38,7 @@ var Fentry = register(&Backend{
 	Needs:  features.FuncArgHelpers,
 	Family: plan.Trampoline,
 	Attach: attachFentry,
+	cost:   &fentryCost,
 })
 
 func attachFentry(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
@@ -100,17 +100,10 @@ func checkMemory(n int, cost perFunction, available int64) error {
 }
 
 // attachEach runs attach for every target, fentryParallel at a time,
-// after checking there is memory for them and making room for their open
-// files. attach counts each target attached (addFunc) or skipped
+// after making room for their open files (their memory was checked by
+// Backend.Fits). attach counts each target attached (addFunc) or skipped
 // (skipFunc), or fails.
 func attachEach(ctx context.Context, targets []Target, cost perFunction, progress Progress, attach func(*Attachment, Target) error) (*Attachment, error) {
-	mem, err := kernel.MemInfo()
-	if err != nil {
-		return nil, fmt.Errorf("read the available memory: %w", err)
-	}
-	if err := checkMemory(len(targets), cost, mem["MemAvailable"]); err != nil {
-		return nil, err
-	}
 	if err := raiseFileLimit(len(targets) * cost.files); err != nil {
 		return nil, err
 	}

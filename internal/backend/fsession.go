@@ -26,6 +26,7 @@ var Fsession = register(&Backend{
 	Family:      plan.Trampoline,
 	VmlinuxOnly: true,
 	Attach:      attachFsession,
+	cost:        &fsessionCost,
 })
 
 func attachFsession(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {

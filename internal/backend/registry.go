@@ -5,10 +5,12 @@ package backend
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/cilium/ebpf"
 
+	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/plan"
 )
 
@@ -36,6 +38,25 @@ type Backend struct {
 	// progress, if not nil, how it goes. On error the attachment, if not
 	// nil, holds what was attached, for the caller to report and close.
 	Attach func(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error)
+
+	// cost is what each function holds with a backend that loads
+	// programs per function, nil for those attaching one link for all.
+	cost *perFunction
+}
+
+// Fits fails with ErrNotEnoughMemory when n functions attached with b
+// would take more than half of the machine's available memory (see
+// checkMemory). Checked before anything is planned or loaded, so that a
+// selection too large is refused at once.
+func (b *Backend) Fits(n int) error {
+	if b.cost == nil {
+		return nil
+	}
+	mem, err := kernel.MemInfo()
+	if err != nil {
+		return fmt.Errorf("read the available memory: %w", err)
+	}
+	return checkMemory(n, *b.cost, mem["MemAvailable"])
 }
 
 // Capture is the capture program as a backend attaches it: its spec, from

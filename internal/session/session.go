@@ -162,8 +162,10 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe Probe) error {
 	if s.Selection, s.entries, err = selectWithEntries(cat, cfg.Patterns, cfg.Entries); err != nil {
 		return err
 	}
-	s.Backend, _, err = Choose(cfg.Backend, s.Selection, probe)
-	return err
+	if s.Backend, _, err = Choose(cfg.Backend, s.Selection, probe); err != nil {
+		return err
+	}
+	return s.Backend.Fits(len(s.Selection.Selected))
 }
 
 // plan plans the capture of each selected function the backend can
