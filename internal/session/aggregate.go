@@ -35,12 +35,41 @@ func sizeAggregation(spec *ebpf.CollectionSpec, cfg Config, n int) error {
 
 // counted sums the calls the kernel counted over the functions.
 func (s *Session) counted() (uint64, error) {
-	fs, err := s.FunctionStats()
 	var sum uint64
-	for _, f := range fs {
-		sum += f.Calls
-	}
+	err := s.eachCounted(nil, func(_ int, calls uint64, _ []byte) { sum += calls })
 	return sum, err
+}
+
+// eachCounted calls each for every function the kernel counted calls of,
+// with its id, its number of calls and, if buf is not nil, its figures
+// read into buf. The first word, the calls, is read alone: a function
+// that was not called costs 8 bytes, not its whole histogram, so that
+// reading every function's figures stays quick with thousands attached.
+func (s *Session) eachCounted(buf []byte, each func(id int, calls uint64, buf []byte)) error {
+	mem, err := s.capture.Collection.Maps[bpf.CaptureMapStats].Memory()
+	if err != nil {
+		return fmt.Errorf("map the statistics: %w", err)
+	}
+	word := make([]byte, 8)
+	size := int64(unsafe.Sizeof(bpf.CaptureFuncStats{}))
+	for id := range s.plans {
+		// An array's elements are value-sized (a multiple of 8) and in
+		// order; the kernel's atomic adds make each word consistent.
+		if _, err := mem.ReadAt(word, int64(id)*size); err != nil {
+			return fmt.Errorf("read the statistics: %w", err)
+		}
+		calls := binary.NativeEndian.Uint64(word)
+		if calls == 0 {
+			continue
+		}
+		if buf != nil {
+			if _, err := mem.ReadAt(buf, int64(id)*size); err != nil {
+				return fmt.Errorf("read the statistics: %w", err)
+			}
+		}
+		each(id, calls, buf)
+	}
+	return nil
 }
 
 // FunctionStats returns the figures the kernel counted for each function
@@ -53,25 +82,12 @@ func (s *Session) FunctionStats() ([]render.FunctionStats, error) {
 	if !s.aggregate {
 		return nil, ErrNotAggregating
 	}
-	coll := s.capture.Collection
-	mem, err := coll.Maps[bpf.CaptureMapStats].Memory()
-	if err != nil {
-		return nil, fmt.Errorf("map the statistics: %w", err)
-	}
 	var fs []render.FunctionStats
 	index := map[uint32]int{}
 	buf := make([]byte, unsafe.Sizeof(bpf.CaptureFuncStats{}))
-	for id, p := range s.plans {
-		// An array's elements are value-sized (a multiple of 8) and in
-		// order; the kernel's atomic adds make each word consistent.
-		if _, err := mem.ReadAt(buf, int64(id)*int64(len(buf))); err != nil {
-			return nil, fmt.Errorf("read the statistics of %s: %w", p.Func.Name, err)
-		}
+	err := s.eachCounted(buf, func(id int, calls uint64, buf []byte) {
+		p := s.plans[id]
 		word := func(i int) uint64 { return binary.NativeEndian.Uint64(buf[8*i:]) }
-		calls := word(0)
-		if calls == 0 {
-			continue
-		}
 		counts := make([]uint64, bpf.CaptureHistLayoutHIST_BUCKETS)
 		for i := range counts {
 			counts[i] = word(4 + i)
@@ -82,10 +98,13 @@ func (s *Session) FunctionStats() ([]render.FunctionStats, error) {
 			Calls: calls, Errors: word(1), Total: word(2),
 			Latency: render.NewHistogram(counts, word(3)),
 		})
+	})
+	if err != nil {
+		return nil, err
 	}
 	var k bpf.CaptureErrnoKey
 	var n uint64
-	it := coll.Maps[bpf.CaptureMapErrnos].Iterate()
+	it := s.capture.Collection.Maps[bpf.CaptureMapErrnos].Iterate()
 	for it.Next(&k, &n) {
 		if i, ok := index[k.Func]; ok {
 			if fs[i].Errnos == nil {
