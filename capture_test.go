@@ -62,8 +62,10 @@ var knownCalls = []struct {
 		kuid, _ := args(c)["kuid"].(map[string]any)
 		return errors.Join(want("kuid.val", kuid["val"], 4321.0), wantRet(c, 4321.0))
 	}},
-	{"vfs_write", "sized buffer: exactly the bytes written from a longer buffer", func(c map[string]any) error {
-		return errors.Join(wantArg(c, "buf", "ping"), wantArg(c, "count", 4.0))
+	{"vfs_write", "sized buffer: exactly the bytes written from a longer buffer; --depth 3: the inode two pointers in", func(c map[string]any) error {
+		file, _ := args(c)["file"].(map[string]any)
+		inode, _ := file["f_inode"].(map[string]any)
+		return errors.Join(wantArg(c, "buf", "ping"), wantArg(c, "count", 4.0), want("file.f_inode.i_ino", inode["i_ino"], float64(pipeIno)))
 	}},
 	{"vfs_read", "sized buffer filled by the call: the bytes read, at exit", func(c map[string]any) error {
 		return errors.Join(wantArg(c, "buf", "ping"), wantArg(c, "count", 64.0), wantRet(c, 4.0))
@@ -91,6 +93,7 @@ var (
 	showDport  = "port(sock->sk->__sk_common.skc_dport)"
 	showDaddr  = "ip(sock->sk->__sk_common.skc_daddr)"
 	listenPort int
+	pipeIno    uint64 // the inode number of the pipe the workload writes to
 )
 
 func wantDropReason(c map[string]any) error {
@@ -136,7 +139,10 @@ func TestCaptureKnownValues(t *testing.T) {
 	cat, patterns := knownPatterns(t)
 	for _, backend := range trawl.Backends[1:] { // all but auto
 		t.Run(backend, func(t *testing.T) {
-			calls, skipped := capture(t, trawl.Config{Patterns: patterns, Backend: backend, PIDs: []int{os.Getpid()}, Show: []string{showPort, showDport, showDaddr}})
+			cfg := trawl.Config{Patterns: patterns, Backend: backend, PIDs: []int{os.Getpid()}, Show: []string{showPort, showDport, showDaddr}}
+			// --depth 3: structs two pointers in, shown whole.
+			cfg.Capture.Depth, cfg.Decode.Depth, cfg.Decode.Full = 2, 3, true
+			calls, skipped := capture(t, cfg)
 			for _, k := range knownCalls {
 				t.Run(k.fn, func(t *testing.T) {
 					if len(cat.Lookup(k.fn)) == 0 {
@@ -167,6 +173,28 @@ func TestCaptureKnownValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCaptureDepthCut checks that a struct --depth reaches is marked cut
+// when the per-call byte budget runs out: vfs_write captures the file
+// (256 bytes) and the buffer (64), and 330 bytes leave no room for the
+// file's inode.
+func TestCaptureDepthCut(t *testing.T) {
+	guest.Require(t)
+	cfg := trawl.Config{Patterns: []string{"vfs_write"}, PIDs: []int{os.Getpid()}}
+	cfg.Capture.Depth, cfg.Capture.CallBytes, cfg.Decode.Depth, cfg.Decode.Full = 2, 330, 3, true
+	calls, _ := capture(t, cfg)
+	for _, c := range calls["vfs_write"] {
+		file, _ := args(c)["file"].(map[string]any)
+		inode, _ := file["f_inode"].(map[string]any)
+		if args(c)["buf"] == "ping" {
+			if inode["$cut"] != true {
+				t.Errorf("file.f_inode = %v, want {\"$cut\": true}", file["f_inode"])
+			}
+			return
+		}
+	}
+	t.Errorf("no call of vfs_write wrote ping: %v", calls["vfs_write"])
 }
 
 // ours checks that call c has the ids and name of a thread of the test
@@ -308,6 +336,11 @@ func workload(t *testing.T) {
 	if err := unix.Pipe(pipe[:]); err != nil {
 		t.Fatal(err)
 	}
+	var st unix.Stat_t
+	if err := unix.Fstat(pipe[1], &st); err != nil {
+		t.Fatal(err)
+	}
+	pipeIno = st.Ino
 	unix.Write(pipe[1], []byte("pinghello from trawl\n")[:4])
 	unix.Read(pipe[0], bytes.Repeat([]byte("X"), 64))
 	unix.Close(pipe[0])

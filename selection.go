@@ -121,7 +121,7 @@ func newSelection(sel *selector.Selection, capture CaptureOptions) *Selection {
 
 // budgets returns the capture plan's options.
 func (c CaptureOptions) budgets() plan.Options {
-	o := plan.Options{StructBudget: c.StructBytes, StringBudget: c.StringBytes, BufferBudget: c.BufferBytes}
+	o := plan.Options{StructBudget: c.StructBytes, StringBudget: c.StringBytes, BufferBudget: c.BufferBytes, Depth: c.Depth, CallBudget: c.CallBytes}
 	for _, b := range c.Buffers {
 		o.Buffers = append(o.Buffers, plan.BufferSpec(b))
 	}

@@ -119,6 +119,16 @@ type CaptureOptions struct {
 	BufferBytes int
 	// Buffers name sized buffers the names do not pair.
 	Buffers []Buffer
+	// Depth is how many pointers deep structs are captured in the
+	// kernel: 0 or 1, the structs the arguments point to; 2, also the
+	// structs their members point to (list and tree nodes and const
+	// tables of operations left out), level by level, in member order;
+	// and so on. DecodeOptions.Depth must be above it for them to show.
+	Depth int
+	// CallBytes caps the bytes a call captures in all: the arguments'
+	// memory first, then the structs Depth reaches, which are cut
+	// (marked render.Cut) when it runs out; 0 means 1024, the most.
+	CallBytes int
 }
 
 // Buffer names a sized buffer: argument Arg of function Func points to

@@ -41,8 +41,10 @@ import (
 // without a type is a hex string, pointers are null (NULL), "sym+0xoff" or
 // "0xhex" strings, structs and unions are objects of member name -> value,
 // arrays are arrays. An object may hold "$more": N (N non-zero members not
-// shown), "$truncated": true (the captured bytes ended early) or
-// "$elided": true (nested deeper than --depth). A cut array ends with
+// shown), "$truncated": true (the captured bytes ended early),
+// "$elided": true (nested deeper than --depth) or "$cut": true (a struct
+// --depth reached that the per-call byte budget left out, with no
+// members). A cut array ends with
 // {"$more": N}. A value that was not captured is null.
 //
 // The encoder is hand-written, appending to a reused buffer without
@@ -249,6 +251,10 @@ func appendJSONObject(b []byte, v *Value) []byte {
 	}
 	if v.IsElided() {
 		b = appendMark(b, sep, `"$elided":true`)
+		sep = true
+	}
+	if v.IsCut() {
+		b = appendMark(b, sep, `"$cut":true`)
 	}
 	return append(b, '}')
 }

@@ -470,9 +470,9 @@ func (p *PerfettoProto) appendSymbol(b []byte, v *Value) []byte {
 }
 
 // appendObject appends the members of a struct and the marks of the JSON
-// schema ($more, $truncated, $elided) as dictionary entries.
+// schema ($more, $truncated, $elided, $cut) as dictionary entries.
 func (p *PerfettoProto) appendObject(b []byte, v *Value) []byte {
-	if len(v.Fields) == 0 && v.More == 0 && !v.IsTruncated() && !v.IsElided() {
+	if len(v.Fields) == 0 && v.More == 0 && !v.IsTruncated() && !v.IsElided() && !v.IsCut() {
 		return appendStringField(b, debugLegacyJSON, "{}")
 	}
 	for i := range v.Fields {
@@ -486,6 +486,9 @@ func (p *PerfettoProto) appendObject(b []byte, v *Value) []byte {
 	}
 	if v.IsElided() {
 		b = p.appendMark(b, "$elided")
+	}
+	if v.IsCut() {
+		b = p.appendMark(b, "$cut")
 	}
 	return b
 }

@@ -134,6 +134,7 @@ func valueKindCalls() []render.Call {
 				{Kind: render.KindStruct, Name: "emptystruct"},
 				{Kind: render.KindArray, Name: "emptyarray"},
 				{Kind: render.KindArray, Name: "elidedarray", Flags: render.Elided},
+				{Kind: render.KindStruct, Name: "cutstruct", Flags: render.Cut},
 				{Kind: render.KindArray, Name: "cut", Fields: []render.Value{i("", 1), {Kind: render.KindUnknown}, i("", -2)}, More: 6},
 				{Kind: render.KindArray, Name: "onlymore", More: 3},
 				{Kind: render.KindArray, Name: "nested", Fields: []render.Value{

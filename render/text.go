@@ -274,6 +274,10 @@ func (f *formatter) appendFields(b []byte, v *Value, open, close byte) []byte {
 		b = append(b, "..."...)
 		return append(b, close)
 	}
+	if v.IsCut() {
+		b = append(b, "<cut>"...)
+		return append(b, close)
+	}
 	for i := range v.Fields {
 		if i > 0 {
 			b = append(b, ", "...)

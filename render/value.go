@@ -81,6 +81,9 @@ const (
 	// Hex marks an integer that reads best in hexadecimal: a member named
 	// like flags, a mask or a mode.
 	Hex
+	// Cut marks a struct behind a pointer that --depth would have
+	// captured, left out by the per-call byte budget: it has no Fields.
+	Cut
 )
 
 // Value is a decoded value: a scalar, a string, a pointer or a tree of
@@ -124,3 +127,6 @@ func (v *Value) IsHex() bool { return v.Flags&Hex != 0 }
 
 // IsElided reports whether the value was nested too deep to be shown.
 func (v *Value) IsElided() bool { return v.Flags&Elided != 0 }
+
+// IsCut reports whether the per-call byte budget left the value out.
+func (v *Value) IsCut() bool { return v.Flags&Cut != 0 }

@@ -50,6 +50,7 @@ type traceFlags struct {
 	output      string
 	depth       int
 	maxBytes    int
+	callBytes   int
 	full        bool
 	workload    bool
 	color       string
@@ -62,8 +63,9 @@ type traceFlags struct {
 
 // Ranges of the numeric display flags.
 const (
-	maxDepth    = 16
-	maxMaxBytes = 512 // the most the capture program copies behind one pointer
+	maxDepth     = 16
+	maxMaxBytes  = 512  // the most the capture program copies behind one pointer
+	maxCallBytes = 1024 // the most the capture program copies per call
 )
 
 // Output formats of --format.
@@ -112,7 +114,8 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.DurationVar(&f.interval, "interval", 0, "with --format stats, refresh the table every `D`")
 	fs.StringVar(&f.sortBy, "sort", "count", "with --format stats, sort by `COLUMN`: "+strings.Join(render.SortColumns, ", "))
 	fs.StringVar(&f.hist, "hist", "", "with --format stats, show the latency histogram of `FUNC`")
-	fs.IntVar(&f.depth, "depth", 0, fmt.Sprintf("show `N` levels of nested structs, 1 to %d (default 2)", maxDepth))
+	fs.IntVar(&f.depth, "depth", 0, fmt.Sprintf("show `N` levels of nested structs, 1 to %d (default 2), and capture the structs pointers lead to N-1 pointers deep: from 3, the structs the arguments' structs point to (within --call-bytes)", maxDepth))
+	fs.IntVar(&f.callBytes, "call-bytes", 0, fmt.Sprintf("with --depth 3 or more, capture at most `N` bytes of memory per call, 1 to %d (default %[1]d): the arguments' memory counts first, and the structs --depth reaches that do not fit are marked <cut>", maxCallBytes))
 	fs.IntVar(&f.maxBytes, "max-bytes", 0, fmt.Sprintf("capture sized buffers and show strings up to `N` bytes long, 1 to %d (default 64)", maxMaxBytes))
 	fs.Var(&f.buffers, "buf", "capture argument ARG of FUNC as a buffer of SIZEARG bytes, written `FUNC:ARG=SIZEARG` (repeatable; common pairs such as buf/count are found by name, docs/buffers.md)")
 	fs.BoolVar(&f.full, "full", false, "show every struct member and array element")
@@ -174,6 +177,9 @@ func (f *traceFlags) validate(command []string) error {
 	}
 	if f.set["depth"] && (f.depth < 1 || f.depth > maxDepth) {
 		return bad("--depth must be 1 to %d, got %d", maxDepth, f.depth)
+	}
+	if f.set["call-bytes"] && (f.callBytes < 1 || f.callBytes > maxCallBytes) {
+		return bad("--call-bytes must be 1 to %d, got %d", maxCallBytes, f.callBytes)
 	}
 	if f.set["max-bytes"] && (f.maxBytes < 1 || f.maxBytes > maxMaxBytes) {
 		return bad("--max-bytes must be 1 to %d, got %d", maxMaxBytes, f.maxBytes)
@@ -298,6 +304,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	cfg := trawl.Config{Patterns: patterns, Entries: f.entries, Stack: f.stack, Backend: f.backend, PIDs: f.pids, Comm: f.comm, Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
 	cfg.Decode.Depth, cfg.Decode.MaxBytes, cfg.Decode.Full = f.depth, f.maxBytes, f.full
 	cfg.Capture.BufferBytes, cfg.Capture.Buffers = f.maxBytes, f.buffers
+	cfg.Capture.Depth, cfg.Capture.CallBytes = f.depth-1, f.callBytes
 	cfg.Show = f.show
 	cfg.CgroupExact = f.cgroupExact
 	if errnos, except, _ := parseErrnos(f.errnos); except {

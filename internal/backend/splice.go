@@ -18,7 +18,7 @@ const nrCapsFunc = "trawl_nr_caps"
 // that many times rather than MaxCaps. It returns insns unchanged if they
 // do not call trawl_nr_caps.
 func spliceNrCaps(insns asm.Instructions, t Target) (asm.Instructions, error) {
-	n := len(CapturedArgs(t.Plan))
+	n := len(Captures(t.Plan))
 	return splice(insns, nrCapsFunc, asm.Instructions{asm.Mov.Imm(asm.R0, int32(n)), asm.Return()})
 }
 

@@ -4,6 +4,7 @@ package backend
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/plan"
@@ -24,18 +25,30 @@ const (
 
 	planRegsInOrder = uint16(bpf.CapturePlanFlagPLAN_REGS_IN_ORDER)
 	planExitCaps    = uint16(bpf.CapturePlanFlagPLAN_EXIT_CAPS)
+	planDeep        = uint16(bpf.CapturePlanFlagPLAN_DEEP)
+	capDeep         = uint8(bpf.CaptureCapKindCAP_DEEP)
 )
 
-// CapturedArgs returns the indexes of the arguments whose memory the BPF
-// program copies, in the order of its captures: strings, pointers to
-// structs or unions and sized buffers with a budget, at most MaxCaps;
-// and last, the first buffer the function fills, copied at exit (the
-// program copies one at most, so that its exits need no loop).
-func CapturedArgs(p *plan.Plan) []int {
-	var idx []int
+// MemCapture is one memory capture of a plan: the memory behind an
+// argument, or a struct a pointer in captured memory leads to.
+type MemCapture struct {
+	// Arg is the argument, or the argument the pointers start from.
+	Arg int
+	// Deep is the index in Plan.Deep, -1 for the argument's own memory.
+	Deep int
+}
+
+// Captures returns the memory captures of a plan in the order the BPF
+// program makes them: strings, pointers to structs or unions and sized
+// buffers with a budget, at most MaxCaps; and last, the first buffer the
+// function fills, copied at exit (the program copies one at most, so that
+// its exits need no loop). A plan with Deep captures has the structs
+// first, arguments' then the Deep ones not cut, then the rest (PLAN_DEEP).
+func Captures(p *plan.Plan) []MemCapture {
+	var structs, rest []MemCapture
 	exit := -1
 	for i, a := range p.Args {
-		if a.Budget == 0 || a.Slot >= MaxSlots || len(idx) == MaxCaps {
+		if a.Budget == 0 || a.Slot >= MaxSlots || len(structs)+len(rest) == MaxCaps {
 			continue
 		}
 		switch {
@@ -43,14 +56,22 @@ func CapturedArgs(p *plan.Plan) []int {
 			if exit < 0 {
 				exit = i
 			}
+		case a.Class == plan.PtrStruct && len(p.Deep) > 0:
+			structs = append(structs, MemCapture{Arg: i, Deep: -1})
 		case a.Class == plan.String || a.Class == plan.PtrStruct || a.Class == plan.Buffer:
-			idx = append(idx, i)
+			rest = append(rest, MemCapture{Arg: i, Deep: -1})
 		}
 	}
-	if exit >= 0 && len(idx) < MaxCaps {
-		idx = append(idx, exit)
+	for i, d := range p.Deep {
+		if !d.Cut && len(structs)+len(rest) < MaxCaps {
+			structs = append(structs, MemCapture{Arg: d.Arg, Deep: i})
+		}
 	}
-	return idx
+	caps := append(structs, rest...)
+	if exit >= 0 && len(caps) < MaxCaps {
+		caps = append(caps, MemCapture{Arg: exit, Deep: -1})
+	}
+	return caps
 }
 
 // Wire encodes a plan for the BPF program; arch picks the kprobe
@@ -84,10 +105,18 @@ func Wire(p *plan.Plan, arch plan.Arch) (bpf.CapturePlan, error) {
 	if inOrder(w, arch) {
 		w.Flags |= planRegsInOrder
 	}
-	for i, arg := range CapturedArgs(p) {
-		a := p.Args[arg]
+	caps := Captures(p)
+	for i, cp := range caps {
+		a := p.Args[cp.Arg]
 		c := &w.Caps[i]
 		c.Slot, c.Kind, c.Size = uint8(a.Slot), capMem, uint16(min(a.Budget, maxCap-1))
+		if cp.Deep >= 0 {
+			if err := wireDeep(p, caps, &w, i); err != nil {
+				return w, err
+			}
+			w.NrCaps++
+			continue
+		}
 		switch a.Class {
 		case plan.String:
 			c.Kind = capStr
@@ -127,4 +156,23 @@ func bufferKind(b *plan.SizedBuffer) uint8 {
 		return capBufEx
 	}
 	return capBuf
+}
+
+// wireDeep encodes capture i of caps, a Deep one: the capture of its
+// parent and where the pointer is in the call's data, at the sum of the
+// sizes of the structs captured before (PLAN_DEEP).
+func wireDeep(p *plan.Plan, caps []MemCapture, w *bpf.CapturePlan, i int) error {
+	d := p.Deep[caps[i].Deep]
+	parent := slices.Index(caps, MemCapture{Arg: d.Arg, Deep: d.Parent})
+	if parent < 0 || parent >= i {
+		return fmt.Errorf("%s: a struct behind argument %d has no captured parent", p.Func.Name, d.Arg+1)
+	}
+	at := d.Off
+	for j := range parent {
+		at += int(w.Caps[j].Size)
+	}
+	c := &w.Caps[i]
+	c.Slot, c.Kind, c.Size, c.Off = uint8(parent), capDeep, uint16(min(d.Budget, maxCap-1)), uint16(at)
+	w.Flags |= planDeep
+	return nil
 }

@@ -5,7 +5,10 @@ package backend
 import (
 	"testing"
 
+	"github.com/cilium/ebpf/btf"
+
 	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/plan"
 )
 
@@ -26,6 +29,51 @@ func TestInOrder(t *testing.T) {
 		copy(w.Src[:], tc.src)
 		if got := inOrder(w, plan.ARM64); got != tc.want {
 			t.Errorf("%s: inOrder %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestWireDeep checks that Deep captures follow the structs captured
+// before them, a string after them, and point into their parent's bytes.
+func TestWireDeep(t *testing.T) {
+	if plan.MaxCaptures != MaxCaps || plan.DefaultCallBudget != int(bpf.CaptureLimitMAX_DATA) {
+		t.Fatalf("plan.MaxCaptures %d, plan.DefaultCallBudget %d: want the program's MAX_CAPS %d and MAX_DATA %d",
+			plan.MaxCaptures, plan.DefaultCallBudget, MaxCaps, bpf.CaptureLimitMAX_DATA)
+	}
+	u64 := &btf.Int{Name: "u64", Size: 8}
+	char := &btf.Int{Name: "char", Size: 1, Encoding: btf.Char}
+	inode := &btf.Struct{Name: "inode", Size: 16, Members: []btf.Member{{Name: "i_ino", Type: u64}}}
+	dentry := &btf.Struct{Name: "dentry", Size: 40, Members: []btf.Member{{Name: "d_inode", Type: &btf.Pointer{Target: inode}, Offset: 32 * 8}}}
+	file := &btf.Struct{Name: "file", Size: 24, Members: []btf.Member{{Name: "f_dentry", Type: &btf.Pointer{Target: dentry}, Offset: 8 * 8}}}
+	fn := &btf.Func{Name: "f", Type: &btf.FuncProto{Return: u64, Params: []btf.FuncParam{
+		{Name: "name", Type: &btf.Pointer{Target: char}},
+		{Name: "file", Type: &btf.Pointer{Target: file}},
+	}}}
+	p, err := plan.New(kernel.FunctionOf(fn), plan.Options{Depth: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Wire(p, plan.AMD64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type capture struct {
+		slot, kind uint8
+		size, off  uint16
+	}
+	want := []capture{
+		{1, capMem, 24, 0},
+		{0, capDeep, 40, 8},
+		{1, capDeep, 16, 24 + 32},
+		{0, capStr, plan.DefaultStringBudget, 0},
+	}
+	if w.NrCaps != uint8(len(want)) || w.Flags&planDeep == 0 {
+		t.Fatalf("%d captures, flags %#x: want %d, PLAN_DEEP", w.NrCaps, w.Flags, len(want))
+	}
+	for i, c := range want {
+		got := w.Caps[i]
+		if (capture{got.Slot, got.Kind, got.Size, got.Off}) != c {
+			t.Errorf("capture %d: %+v, want %+v", i, got, c)
 		}
 	}
 }

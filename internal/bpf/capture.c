@@ -373,6 +373,41 @@ static __always_inline void capture_exit(struct frame *f, __u64 ret)
 	f->rec.data_len = off + n;
 }
 
+/* Deeper captures (--depth, PLAN_DEEP): structs behind the pointers
+ * that captured structs hold. */
+
+/* deep_ptr returns the pointer capture c follows, read from the data
+ * (filled up to off) of the capture that holds it; 0 when that capture
+ * was not read. */
+static __always_inline __u64 deep_ptr(struct frame *f, const struct cap *c, __u32 off)
+{
+	__u32 at = c->off;
+	__u64 ptr;
+
+	if (f->rec.cap_failed & (1 << (c->slot & 15)) || at + 8 > off)
+		return 0;
+	asm volatile("" : "+r"(at));
+	/* Byte by byte: the offset need not be aligned. */
+	__builtin_memcpy(&ptr, &f->data[at & (MAX_DATA - 1)], 8);
+	return ptr;
+}
+
+/* deep_size returns the bytes capture c, number i, takes in the data
+ * from off, n of which were read: a struct takes its whole size, read or
+ * not (flagged as failed), so that the offsets of structs stay known. */
+static __always_inline long deep_size(struct frame *f, const struct cap *c, int i, __u32 off, long n)
+{
+	long size = c->size;
+
+	if (c->kind != CAP_MEM && c->kind != CAP_DEEP)
+		return n;
+	if (!n)
+		f->rec.cap_failed |= 1 << i;
+	if (size > MAX_DATA - off)
+		size = MAX_DATA - off;
+	return size;
+}
+
 /* entry_passes runs an arguments-only --filter expression at entry. */
 static __always_inline int entry_passes(struct frame *f)
 {
@@ -401,7 +436,9 @@ static __always_inline int capture(struct frame *f, const struct plan *p, __u64 
 			f->rec.flags |= REC_TRUNCATED;
 			break;
 		}
-		if (ptr && c->kind >= CAP_BUF)
+		if (c->kind == CAP_DEEP)
+			ptr = deep_ptr(f, c, off);
+		if (ptr && c->kind >= CAP_BUF && c->kind <= CAP_BUF_RET)
 			n = copy_buf(f, off, c, ptr, c->kind == CAP_BUF ? buf_len(f, c) : 0);
 		else if (ptr)
 			n = copy(f, off, c, ptr);
@@ -409,6 +446,8 @@ static __always_inline int capture(struct frame *f, const struct plan *p, __u64 
 			f->rec.cap_failed |= 1 << i;
 			n = 0;
 		}
+		if (p->flags & PLAN_DEEP)
+			n = deep_size(f, c, i, off, n);
 		f->rec.cap_len[i] = n;
 		off += n;
 	}

@@ -27,15 +27,18 @@ enum cap_kind {
 	CAP_BUF = 3,      /* at entry */
 	CAP_BUF_EXIT = 4, /* at exit (a buffer the function fills) */
 	CAP_BUF_RET = 5,  /* at exit, as many bytes as a positive ret, at most the slot's */
+	/* --depth: size bytes behind a pointer that capture slot's bytes
+	 * hold, at data offset off (see PLAN_DEEP). */
+	CAP_DEEP = 6,
 };
 
 struct cap {
-	__u8 slot; /* the slot holding the pointer */
+	__u8 slot; /* the slot holding the pointer; CAP_DEEP: the capture holding it */
 	__u8 kind;
 	__u16 size;
 	__u8 len_slot; /* sized buffers: the slot holding the length */
 	__u8 len_size; /* sized buffers: the length's size in bytes */
-	__u16 pad;
+	__u16 off; /* CAP_DEEP: where the pointer is in the call's data */
 };
 
 /* src of a kprobe slot: SRC_STACK set means an offset from the stack
@@ -57,6 +60,11 @@ enum plan_flag {
 	PLAN_EXIT_CAPS = 2,     /* some captures are made at exit (CAP_BUF_EXIT, CAP_BUF_RET) */
 	PLAN_SHOW = 4,          /* trawl_show has --show expressions for the function */
 	PLAN_ENTRY = 8,         /* an --entry function: its calls open the gate */
+	/* Some captures are CAP_DEEP. Captures of structs (CAP_MEM, CAP_DEEP)
+	 * come first, and each takes its size in the data even when it is
+	 * not read (NULL, or a failed read, flagged in cap_failed), so that
+	 * their offsets are known to the loader. */
+	PLAN_DEEP = 16,
 };
 
 /* plan is what the program needs to know about one function. */

@@ -21,6 +21,7 @@ const (
 	CaptureCapKindCAP_BUF      CaptureCapKind = 3
 	CaptureCapKindCAP_BUF_EXIT CaptureCapKind = 4
 	CaptureCapKindCAP_BUF_RET  CaptureCapKind = 5
+	CaptureCapKindCAP_DEEP     CaptureCapKind = 6
 )
 
 type CaptureErrKind uint32
@@ -114,7 +115,7 @@ type CapturePlan struct {
 		Size    uint16
 		LenSlot uint8
 		LenSize uint8
-		Pad     uint16
+		Off     uint16
 	}
 }
 
@@ -125,6 +126,7 @@ const (
 	CapturePlanFlagPLAN_EXIT_CAPS     CapturePlanFlag = 2
 	CapturePlanFlagPLAN_SHOW          CapturePlanFlag = 4
 	CapturePlanFlagPLAN_ENTRY         CapturePlanFlag = 8
+	CapturePlanFlagPLAN_DEEP          CapturePlanFlag = 16
 )
 
 type CaptureRecFlag uint32

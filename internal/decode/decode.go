@@ -79,10 +79,27 @@ type Raw struct {
 // Decoder should live as long as the BTF it decodes; it is not safe for
 // concurrent use.
 type Decoder struct {
-	opts    Options
-	sym     Symbolizer
-	layouts map[btf.Type]*layout
+	opts     Options
+	sym      Symbolizer
+	layouts  map[btf.Type]*layout
+	pointees map[*byte]Pointee
 }
+
+// Pointee is the memory captured behind a pointer that captured memory
+// holds (trawl's --depth), or the mark that it was cut.
+type Pointee struct {
+	// Data are the bytes captured; they may be fewer than the type's.
+	Data []byte
+	// Cut is set when the per-call byte budget left the memory out.
+	Cut bool
+}
+
+// Pointees tells d where the pointers are, in the captured memory it is
+// given, whose targets were captured too: m maps the first byte of such a
+// pointer to what is behind it. The caller keeps m up to date for each
+// record it decodes; a pointer found in m is shown as what it points to
+// (a cut one as an empty struct marked render.Cut).
+func (d *Decoder) Pointees(m map[*byte]Pointee) { d.pointees = m }
 
 // NewDecoder returns a Decoder. sym may be nil: pointers are then shown as hex.
 func NewDecoder(opts Options, sym Symbolizer) *Decoder {
@@ -194,6 +211,11 @@ func (d *Decoder) value(u btf.Type, be bool, raw []byte, depth int) render.Value
 		if be && size > 1 {
 			x = swap(x, size)
 		}
+		if p, ok := u.(*btf.Pointer); ok && len(d.pointees) > 0 && x != 0 {
+			if pt, ok := d.pointees[&raw[0]]; ok {
+				return d.deep(p, pt, depth)
+			}
+		}
 		return d.scalar(u, x, 8*uint(size))
 	case *btf.Struct, *btf.Union:
 		return d.composite(u, raw, depth)
@@ -264,6 +286,15 @@ func (d *Decoder) pointee(target btf.Type, data []byte) render.Value {
 		return d.bytes(data)
 	}
 	return d.value(u, be, data, 0)
+}
+
+// deep decodes the captured target of pointer p, at depth depth.
+func (d *Decoder) deep(p *btf.Pointer, pt Pointee, depth int) render.Value {
+	if pt.Cut {
+		return render.Value{Kind: render.KindStruct, Flags: render.Cut}
+	}
+	u, be := resolve(p.Target)
+	return d.value(u, be, pt.Data, depth)
 }
 
 // CString decodes a NUL-terminated string read into b, cut by b's end

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"unsafe"
 
 	"github.com/cilium/ebpf/btf"
@@ -68,8 +69,8 @@ func Parse(raw []byte) (Record, error) {
 type Decoder struct {
 	plans []*plan.Plan
 	dec   *decode.Decoder
-	// caps holds, per plan, the argument index of each capture.
-	caps [][]int
+	// caps holds, per plan, its captures in order.
+	caps [][]backend.MemCapture
 	// data is the memory captured behind each argument of the current
 	// record, nil where none was.
 	data [][]byte
@@ -77,6 +78,10 @@ type Decoder struct {
 	comms map[[16]int8]string
 	// shows holds, per plan, the layout of its --show values.
 	shows []filter.Block
+	// pointees and bytes serve plans with Deep captures: the structs
+	// behind pointers in captured memory, and each capture's bytes.
+	pointees map[*byte]decode.Pointee
+	bytes    [][]byte
 }
 
 // rawArgs is how many argument registers are shown for a function without
@@ -92,11 +97,13 @@ func NewDecoder(plans []*plan.Plan, opts decode.Options, sym decode.Symbolizer) 
 	d := &Decoder{
 		plans: plans,
 		dec:   decode.NewDecoder(opts, sym),
-		caps:  make([][]int, len(plans)),
+		caps:  make([][]backend.MemCapture, len(plans)),
 		comms: map[[16]int8]string{},
 	}
+	d.pointees = map[*byte]decode.Pointee{}
+	d.dec.Pointees(d.pointees)
 	for i, p := range plans {
-		d.caps[i] = backend.CapturedArgs(p)
+		d.caps[i] = backend.Captures(p)
 		if len(p.Args) > len(d.data) {
 			d.data = make([][]byte, len(p.Args))
 		}
@@ -148,15 +155,20 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []render.Value) []render.Val
 	data := d.data[:len(p.Args)]
 	clear(data)
 	off := 0
-	for i, arg := range d.caps[r.Func] {
+	for i, c := range d.caps[r.Func] {
 		n := int(r.CapLen[i])
 		if off+n > len(r.Data) {
 			break
 		}
-		if (n > 0 || p.Args[arg].Class == plan.Buffer) && r.CapFailed&(1<<i) == 0 {
-			data[arg] = r.Data[off : off+n]
+		if c.Deep < 0 && (n > 0 || p.Args[c.Arg].Class == plan.Buffer) && r.CapFailed&(1<<i) == 0 {
+			data[c.Arg] = r.Data[off : off+n]
 		}
 		off += n
+	}
+	if len(p.Deep) > 0 {
+		d.deep(r, p)
+	} else if len(d.pointees) > 0 {
+		clear(d.pointees)
 	}
 	for i, a := range p.Args {
 		var raw decode.Raw
@@ -181,6 +193,44 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []render.Value) []render.Val
 		}
 	}
 	return out
+}
+
+// deep tells the decoder which pointers in r's captured structs lead to
+// structs captured too (Plan.Deep), or cut, and what it holds for them.
+func (d *Decoder) deep(r *Record, p *plan.Plan) {
+	clear(d.pointees)
+	caps := d.caps[r.Func]
+	d.bytes = d.bytes[:0]
+	off := 0
+	for i := range caps {
+		n := int(r.CapLen[i])
+		if off+n > len(r.Data) {
+			break
+		}
+		var b []byte
+		if r.CapFailed&(1<<i) == 0 {
+			b = r.Data[off : off+n]
+		}
+		d.bytes = append(d.bytes, b)
+		off += n
+	}
+	bytesOf := func(c backend.MemCapture) []byte {
+		if i := slices.Index(caps, c); i >= 0 && i < len(d.bytes) {
+			return d.bytes[i]
+		}
+		return nil
+	}
+	for i, dp := range p.Deep {
+		parent := bytesOf(backend.MemCapture{Arg: dp.Arg, Deep: dp.Parent})
+		if len(parent) < dp.Off+8 {
+			continue
+		}
+		if dp.Cut {
+			d.pointees[&parent[dp.Off]] = decode.Pointee{Cut: true}
+		} else if b := bytesOf(backend.MemCapture{Arg: dp.Arg, Deep: i}); b != nil {
+			d.pointees[&parent[dp.Off]] = decode.Pointee{Data: b}
+		}
+	}
 }
 
 // Show sets the layout of each plan's --show values, by plan index.

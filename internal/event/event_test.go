@@ -188,8 +188,8 @@ func tcpSendmsg(tb testing.TB) (*plan.Plan, []byte) {
 		},
 		"msg": {"msg_namelen": 16},
 	}
-	for i, arg := range backend.CapturedArgs(p) {
-		a := p.Args[arg]
+	for i, c := range backend.Captures(p) {
+		a := p.Args[c.Arg]
 		target, _ := btf.UnderlyingType(a.Type).(*btf.Pointer)
 		data := make([]byte, a.Budget)
 		for path, x := range members[a.Name] {
@@ -304,5 +304,50 @@ func TestDecoderShow(t *testing.T) {
 		if g := c.Show[i]; g.Kind != want[i].Kind || g.Name != want[i].Name || g.Bits != want[i].Bits || g.Str != want[i].Str {
 			t.Errorf("show %d: %+v, want %+v", i, g, want[i])
 		}
+	}
+}
+
+// TestDecoderDeep decodes a call whose struct argument holds a pointer
+// to a struct captured too (--depth), and one the budget cut.
+func TestDecoderDeep(t *testing.T) {
+	u64 := &btf.Int{Name: "u64", Size: 8}
+	inode := &btf.Struct{Name: "inode", Size: 8, Members: []btf.Member{{Name: "i_ino", Type: u64}}}
+	dentry := &btf.Struct{Name: "dentry", Size: 8, Members: []btf.Member{{Name: "d_flags", Type: u64}}}
+	file := &btf.Struct{Name: "file", Size: 24, Members: []btf.Member{
+		{Name: "f_inode", Type: &btf.Pointer{Target: inode}},
+		{Name: "f_dentry", Type: &btf.Pointer{Target: dentry}, Offset: 64},
+		{Name: "f_pos", Type: u64, Offset: 128},
+	}}
+	fn := &btf.Func{Name: "f", Type: &btf.FuncProto{Return: u64, Params: []btf.FuncParam{{Name: "file", Type: &btf.Pointer{Target: file}}}}}
+	p, err := plan.New(kernel.FunctionOf(fn), plan.Options{Depth: 2, CallBudget: 24 + 8 + 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := loadRecordLayout(t)
+	raw := make([]byte, headerSize)
+	l.put(t, raw, "flags", 0, 3)
+	l.put(t, raw, "slots", 0, 0xffff888000001000)
+	data := binary.LittleEndian.AppendUint64(nil, 0xffff888000002000)
+	data = binary.LittleEndian.AppendUint64(data, 0xffff888000003000)
+	data = binary.LittleEndian.AppendUint64(data, 77)
+	data = binary.LittleEndian.AppendUint64(data, 4242) // the inode
+	l.put(t, raw, "cap_len", 0, 24)
+	l.put(t, raw, "cap_len", 1, 8)
+	raw = append(raw, data...)
+	l.put(t, raw, "data_len", 0, uint64(len(data)))
+	r, err := Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDecoder([]*plan.Plan{p}, decode.Options{}, nil)
+	var c render.Call
+	if err := d.Call(&r, &c); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := summary(c.Args), "file{f_inode{i_ino=4242} f_dentry{} f_pos=77}"; got != want {
+		t.Errorf("arguments %s, want %s", got, want)
+	}
+	if f := c.Args[0].Fields; len(f) != 3 || !f[1].IsCut() || f[0].IsCut() {
+		t.Errorf("f_dentry not marked cut, or f_inode marked: %+v", f)
 	}
 }

@@ -38,6 +38,14 @@ type Options struct {
 	BufferBudget int
 	// Buffers name sized buffers BufferPairs does not find.
 	Buffers []BufferSpec
+	// Depth is how many pointers deep structs are captured: 0 or 1, the
+	// struct an argument points to; 2, also the structs its members point
+	// to (see Deep); and so on.
+	Depth int
+	// CallBudget caps the bytes a call captures in all, arguments first,
+	// then the structs Depth reaches, which are cut when it runs out. 0
+	// means DefaultCallBudget, and more is not copied.
+	CallBudget int
 }
 
 // Plan is the capture plan of one kernel function.
@@ -57,6 +65,9 @@ type Plan struct {
 	// Variadic is set for functions ending in "...": only the fixed
 	// arguments are planned.
 	Variadic bool
+	// Deep are the structs captured behind pointers in captured memory,
+	// with Options.Depth above 1, parents before children.
+	Deep []Deep
 }
 
 // Arg is one argument of a plan.
@@ -103,6 +114,9 @@ func New(fn *kernel.Function, opts Options) (*Plan, error) {
 	if opts.BufferBudget <= 0 {
 		opts.BufferBudget = DefaultBufferBudget
 	}
+	if opts.CallBudget <= 0 || opts.CallBudget > DefaultCallBudget {
+		opts.CallBudget = DefaultCallBudget
+	}
 	p := &Plan{Func: fn}
 	fnProto := fn.Proto()
 	if fnProto == nil {
@@ -134,6 +148,7 @@ func New(fn *kernel.Function, opts Options) (*Plan, error) {
 	if err := pairBuffers(p, opts.Buffers, opts.BufferBudget); err != nil {
 		return nil, err
 	}
+	planDeep(p, opts)
 	placeAMD64(p.Args, p.Ret)
 	placeARM64(p.Args)
 	return p, nil

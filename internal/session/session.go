@@ -197,6 +197,7 @@ func (s *Session) plan(cfg Config) error {
 			for i := range p.Args {
 				p.Args[i].Budget = 0
 			}
+			p.Deep = nil
 		}
 		body, reason := s.flt.compile(p)
 		if reason != "" {
