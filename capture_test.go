@@ -67,8 +67,9 @@ var knownCalls = []struct {
 		inode, _ := file["f_inode"].(map[string]any)
 		return errors.Join(wantArg(c, "buf", "ping"), wantArg(c, "count", 4.0), want("file.f_inode.i_ino", inode["i_ino"], float64(pipeIno)))
 	}},
-	{"vfs_read", "sized buffer filled by the call: the bytes read, at exit", func(c map[string]any) error {
-		return errors.Join(wantArg(c, "buf", "ping"), wantArg(c, "count", 64.0), wantRet(c, 4.0))
+	{"vfs_read", "sized buffer filled by the call: the bytes read, at exit; --show buf(buf, ret)", func(c map[string]any) error {
+		show, _ := c["show"].(map[string]any)
+		return errors.Join(wantArg(c, "buf", "ping"), wantArg(c, "count", 64.0), wantRet(c, 4.0), want("show "+showBuf, show[showBuf], "ping"))
 	}},
 	{"inet_csk_listen_start", "--show of the socket's local port", func(c map[string]any) error {
 		show, _ := c["show"].(map[string]any)
@@ -92,6 +93,7 @@ var (
 	showPort   = "sk->__sk_common.skc_num"
 	showDport  = "port(sock->sk->__sk_common.skc_dport)"
 	showDaddr  = "ip(sock->sk->__sk_common.skc_daddr)"
+	showBuf    = "buf(buf, ret)"
 	listenPort int
 	pipeIno    uint64 // the inode number of the pipe the workload writes to
 )
@@ -139,7 +141,7 @@ func TestCaptureKnownValues(t *testing.T) {
 	cat, patterns := knownPatterns(t)
 	for _, backend := range trawl.Backends[1:] { // all but auto
 		t.Run(backend, func(t *testing.T) {
-			cfg := trawl.Config{Patterns: patterns, Backend: backend, PIDs: []int{os.Getpid()}, Show: []string{showPort, showDport, showDaddr}}
+			cfg := trawl.Config{Patterns: patterns, Backend: backend, PIDs: []int{os.Getpid()}, Show: []string{showPort, showDport, showDaddr, showBuf}}
 			// --depth 3: structs two pointers in, shown whole.
 			cfg.Capture.Depth, cfg.Decode.Depth, cfg.Decode.Full = 2, 3, true
 			calls, skipped := capture(t, cfg)

@@ -102,7 +102,7 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&f.errors, "errors", false, "show only calls that return an error (negative errno, NULL or ERR_PTR)")
 	fs.StringVar(&f.errnos, "errno", "", "with --errors, keep only these errors, e.g. ENOENT,EINVAL, or with a leading ! all but these, e.g. '!EAGAIN' (with --entry: the entry call's error)")
 	fs.StringVar(&f.filter, "filter", "", "show only calls for which `EXPR` holds, e.g. 'skb->len > 1000 && ret < 0' or 'filename ~ \"/tmp/*\"' (docs/filter.md)")
-	fs.StringArrayVar(&f.show, "show", nil, "show the value of `EXPR` with each call, read when it returns, e.g. 'file->f_path.dentry->d_name.name' or 'port(sk->__sk_common.skc_dport)' (formats ip, ipv6, port, hex, str; repeatable, up to 8; docs/filter.md)")
+	fs.StringArrayVar(&f.show, "show", nil, "show the value of `EXPR` with each call, read when it returns, e.g. 'file->f_path.dentry->d_name.name' or 'port(sk->__sk_common.skc_dport)' (formats ip, ipv6, port, hex, str, and buf(PTR, LEN); repeatable, up to 8; docs/filter.md)")
 	// How to write them.
 	fs.BoolVar(&f.stack, "stack", false, "show each call's kernel stack at its entry (of an error chain, the origin's)")
 	fs.StringVarP(&f.format, "format", "f", formatText, "write `FORMAT`: text (a line per call), tree (a call tree per task), json (a JSON object per call), perfetto (Perfetto's protobuf trace, needs -o), chrome-json (the Chrome JSON trace), stats (counts, errors, latency percentiles)")

@@ -263,6 +263,9 @@ func (d *Decoder) show(r *Record, out []render.Value) []render.Value {
 			v = addr(netip.AddrFrom4([4]byte(data[f.Off : f.Off+4])))
 		case f.Format == filter.FormatIPv6:
 			v = addr(netip.AddrFrom16([16]byte(data[f.Off : f.Off+16])))
+		case f.Format == filter.FormatBuf:
+			n := max(int64(binary.LittleEndian.Uint64(data[f.Off:])), 0)
+			v = d.dec.Buffer("", data[f.Off+8:f.Off+8+int(min(n, filter.ShowBuf))], uint64(n))
 		case f.Format == filter.FormatPort:
 			v = render.Value{Kind: render.KindUint, Bits: uint64(binary.BigEndian.Uint16(data[f.Off:]))}
 		default:

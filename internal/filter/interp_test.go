@@ -232,12 +232,12 @@ func (m *machine) call(fn asm.BuiltinFunc, regs *[11]uint64, stack []byte) error
 		return fmt.Errorf("%v into %d bytes at %#x, outside the stack and the record", fn, size, dst)
 	}
 	space := m.kernel
-	if fn == asm.FnProbeReadUserStr {
+	if fn == asm.FnProbeReadUserStr || fn == asm.FnProbeReadUser {
 		space = m.user
 	}
 	const efault = ^uint64(13) // -14
 	switch fn {
-	case asm.FnProbeReadKernel:
+	case asm.FnProbeReadKernel, asm.FnProbeReadUser:
 		b, ok := find(space, src, size)
 		if !ok {
 			clear(out)

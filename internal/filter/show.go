@@ -21,6 +21,9 @@ const ShowStub = "trawl_show"
 // ShowString is the most bytes of a string a --show expression reads.
 const ShowString = 64
 
+// ShowBuf is the most bytes buf(PTR, LEN) reads.
+const ShowBuf = 64
+
 // Where the frame keeps its data (struct frame of capture.h: the record,
 // then the data).
 var (
@@ -39,16 +42,19 @@ const (
 	FormatPort = "port" // a port in network order
 	FormatHex  = "hex"  // an integer in hex
 	FormatStr  = "str"  // a pointer of any type read as a string
+	FormatBuf  = "buf"  // buf(PTR, LEN): LEN bytes at PTR, at most ShowBuf
 )
 
 var formats = []string{FormatIP, FormatIPv6, FormatPort, FormatHex, FormatStr}
 
 // ShowExpr is a parsed --show expression: Src as written, the expression
-// and its format ("" for the value as its type reads).
+// and its format ("" for the value as its type reads); for buf(PTR, LEN),
+// Expr is PTR and Len is LEN.
 type ShowExpr struct {
 	Src    string
 	Expr   *Expr
 	Format string
+	Len    *Expr
 }
 
 // ParseShow parses a --show expression: EXPR, or FORMAT(EXPR) with one of
@@ -62,9 +68,40 @@ func ParseShow(src string) (ShowExpr, error) {
 			break
 		}
 	}
+	if rest, ok := strings.CutPrefix(strings.TrimSpace(src), FormatBuf+"("); ok && strings.HasSuffix(rest, ")") {
+		return parseBuf(se, strings.TrimSuffix(rest, ")"))
+	}
 	var err error
 	se.Expr, err = Parse(inner)
 	return se, err
+}
+
+// parseBuf parses the PTR, LEN of buf(PTR, LEN): split at the comma
+// outside parentheses, brackets and string literals.
+func parseBuf(se ShowExpr, inner string) (ShowExpr, error) {
+	level, quoted := 0, false
+	for i := 0; i < len(inner); i++ {
+		switch ch := inner[i]; {
+		case quoted && ch == '\\':
+			i++
+		case ch == '"':
+			quoted = !quoted
+		case quoted:
+		case ch == '(' || ch == '[':
+			level++
+		case ch == ')' || ch == ']':
+			level--
+		case ch == ',' && level == 0:
+			var err error
+			if se.Expr, err = Parse(inner[:i]); err != nil {
+				return se, err
+			}
+			se.Format = FormatBuf
+			se.Len, err = Parse(inner[i+1:])
+			return se, err
+		}
+	}
+	return se, &Error{Src: se.Src, Msg: "buf() wants a pointer and a length: buf(PTR, LEN)"}
 }
 
 // Shown is one --show expression as a function's show block holds it:
@@ -86,6 +123,8 @@ func (f *Shown) size() int {
 		return ShowString
 	case f.Format == FormatIPv6:
 		return 16
+	case f.Format == FormatBuf:
+		return 8 + ShowBuf
 	}
 	return 8
 }
@@ -159,6 +198,9 @@ func (c *compiler) show(e ShowExpr, i, off int) (Shown, error) {
 		return f, c.errorf(n, "a string constant shows nothing")
 	}
 	isPath := n.Op == "->" || n.Op == "." || c.isOperand(n)
+	if e.Format == FormatBuf {
+		return f, c.showBuf(e, isPath, i, off)
+	}
 	if (e.Format == FormatIPv6 || e.Format == FormatStr) && !isPath {
 		return f, c.errorf(n, "%s() wants an argument or a member", e.Format)
 	}
@@ -273,4 +315,57 @@ func (c *compiler) mark(i int) {
 		asm.Or.Imm(asm.R1, int32(1)<<i),
 		asm.StoreMem(rDst, 0, asm.R1, asm.DWord),
 	)
+}
+
+// showBuf compiles buf(PTR, LEN): LEN, then up to ShowBuf bytes at PTR,
+// from kernel or else user memory, into the block. A negative LEN reads
+// nothing.
+func (c *compiler) showBuf(e ShowExpr, isPath bool, i, off int) error {
+	ptr := e.Expr
+	c.e = e.Len
+	n, err := c.value(e.Len.Root)
+	if err != nil {
+		return err
+	}
+	if n.isConst {
+		c.b.emit(asm.LoadImm(asm.R0, n.c, asm.DWord))
+	}
+	c.b.emit(asm.StoreMem(rDst, int16(off), asm.R0, asm.DWord))
+	c.e = ptr
+	if !isPath {
+		return c.errorf(ptr.Root, "buf() wants an argument or a member as its pointer")
+	}
+	x, err := c.lvalue(ptr.Root)
+	if err != nil {
+		return err
+	}
+	if _, isPtr := btf.UnderlyingType(x.t).(*btf.Pointer); !isPtr {
+		return c.errorf(ptr.Root, "buf() wants a pointer, not %s", typeName(x.t))
+	}
+	if _, err := c.load(ptr.Root, x); err != nil {
+		return err
+	}
+	c.b.emit(asm.StoreMem(asm.RFP, readOff, asm.R0, asm.DWord))
+	done := c.b.label()
+	read := func(fn asm.BuiltinFunc) {
+		short := c.b.label()
+		c.b.emit(asm.LoadMem(asm.R2, rDst, int16(off), asm.DWord))
+		c.b.jump(asm.JSLE.Imm(asm.R2, 0, ""), done)
+		c.b.jump(asm.JLE.Imm(asm.R2, ShowBuf, ""), short)
+		c.b.emit(asm.Mov.Imm(asm.R2, ShowBuf))
+		c.b.place(short)
+		c.b.emit(
+			asm.LoadMem(asm.R3, asm.RFP, readOff, asm.DWord),
+			asm.Mov.Reg(asm.R1, rDst),
+			asm.Add.Imm(asm.R1, int32(off+8)),
+			fn.Call(),
+		)
+	}
+	read(asm.FnProbeReadKernel)
+	c.b.jump(asm.JEq.Imm(asm.R0, 0, ""), done)
+	read(asm.FnProbeReadUser)
+	c.b.jump(asm.JNE.Imm(asm.R0, 0, ""), c.fail)
+	c.b.place(done)
+	c.mark(i)
+	return nil
 }

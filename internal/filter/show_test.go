@@ -77,3 +77,59 @@ func TestShow(t *testing.T) {
 		t.Errorf("data_len %d after a full frame", n)
 	}
 }
+
+// TestShowBuf runs buf(PTR, LEN): bytes of user memory (the kernel read
+// fails), a length past ShowBuf, and a negative one, which reads nothing.
+func TestShowBuf(t *testing.T) {
+	fx := loadFixture(t)
+	openat := fx.plan(t, "do_sys_openat2") // (int dfd, const char *filename, struct open_how *how)
+	const name = 0x4000
+	var exprs []ShowExpr
+	for _, src := range []string{"buf(filename, 3)", "buf(filename, 200)", "buf(how, -1)", "buf(dfd, 1)"} {
+		e, err := ParseShow(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exprs = append(exprs, e)
+	}
+	if _, err := ParseShow("buf(filename)"); err == nil {
+		t.Error("buf(filename) parsed")
+	}
+	body, block, missing, err := CompileShow(exprs, openat, fx.consts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(missing) != 1 || len(block.Fields) != 3 || block.Size != 8+3*(8+ShowBuf) {
+		t.Fatalf("missing %v (want buf(dfd, 1)'s), block %+v", missing, block)
+	}
+	prog, err := Program([]Func{{ID: 3, Body: body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := make([]byte, int(bpf.CaptureLimitMAX_DATA)+int(dataOff)+512)
+	binary.LittleEndian.PutUint32(frame[funcOff:], 3)
+	binary.LittleEndian.PutUint64(frame[int(slotsOff):], 0)
+	binary.LittleEndian.PutUint64(frame[int(slotsOff)+8:], name)
+	long := make([]byte, 300)
+	copy(long, "/tmp/x")
+	m := &machine{record: frame, writeRecord: true, user: map[uint64][]byte{name: long}}
+	if _, err := m.run(prog); err != nil {
+		t.Fatalf("%v\n%v", err, prog)
+	}
+	b := frame[int(dataOff):]
+	if mask := binary.LittleEndian.Uint64(b); mask != 0b111 {
+		t.Errorf("mask %b", mask)
+	}
+	for i, want := range []struct {
+		n    int64
+		data string
+	}{{3, "/tm"}, {200, "/tmp/x"}, {-1, ""}} {
+		f := b[block.Fields[i].Off:]
+		n := int64(binary.LittleEndian.Uint64(f))
+		data := f[8 : 8+ShowBuf]
+		got := string(data[:min(max(n, 0), ShowBuf)])
+		if n != want.n || len(got) < len(want.data) || got[:len(want.data)] != want.data {
+			t.Errorf("%s: length %d, bytes %q, want %d, %q", exprs[i].Src, n, got, want.n, want.data)
+		}
+	}
+}
