@@ -379,3 +379,37 @@ func refusedByVerifier(t *testing.T, st trawl.Stats) {
 		}
 	}
 }
+
+// TestModuleFunction traces a function of a module, 9pnet's
+// p9_client_walk (the guest's work tree is a 9p share), with the
+// trampoline backends that attach through their own loader, against the
+// module's BTF: a lookup of a name the share lacks walks to it.
+func TestModuleFunction(t *testing.T) {
+	guest.Require(t)
+	for _, backend := range []string{trawl.BackendFsession, trawl.BackendTracingMulti} {
+		t.Run(backend, func(t *testing.T) {
+			s, err := trawl.Open(t.Context(), trawl.Config{Patterns: []string{"9pnet:p9_client_walk"}, Backend: backend, PIDs: []int{os.Getpid()}})
+			if errors.Is(err, ebpf.ErrNotSupported) {
+				t.Skipf("kernel %s: %v", guest.Kernel(), err)
+			}
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			defer s.Close()
+			if st, _ := s.Stats(); st.Attached != 1 {
+				t.Fatalf("%d functions attached, skipped: %v", st.Attached, st.Skipped)
+			}
+			name := fmt.Sprintf("trawl-no-such-file-%d-%s", os.Getpid(), backend)
+			if _, err := os.Stat(name); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("stat %s: %v, want not found", name, err)
+			}
+			calls := readCalls(t, s, 2*time.Second)["p9_client_walk"]
+			for _, c := range calls {
+				if c["module"] == "9pnet" && args(c)["nwname"] == 1.0 {
+					return
+				}
+			}
+			t.Errorf("no call of 9pnet's p9_client_walk walking one name: %v", calls)
+		})
+	}
+}

@@ -5,6 +5,9 @@ package backend
 import (
 	"context"
 	"fmt"
+	"sync"
+
+	"github.com/cilium/ebpf/btf"
 
 	"github.com/cilium/ebpf/link"
 
@@ -18,15 +21,14 @@ import (
 // capture program sharing maps with the target's capture count spliced
 // in, in parallel as Fentry does. One program runs at entry
 // and exit of each call, so it costs one load and one trampoline link per
-// function where fentry costs two. The programs go through rawbpf, so
-// functions in modules are skipped.
+// function where fentry costs two. The programs go through rawbpf; one
+// of a function in a module is loaded against the module's BTF.
 var Fsession = register(&Backend{
-	Name:        "fsession",
-	Needs:       features.Fsession,
-	Family:      plan.Trampoline,
-	VmlinuxOnly: true,
-	Attach:      attachFsession,
-	cost:        &fsessionCost,
+	Name:   "fsession",
+	Needs:  features.Fsession,
+	Family: plan.Trampoline,
+	Attach: attachFsession,
+	cost:   &fsessionCost,
 })
 
 func attachFsession(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
@@ -34,10 +36,13 @@ func attachFsession(ctx context.Context, c Capture, targets []Target, progress P
 	if err != nil {
 		return nil, fmt.Errorf("fsession: %w", err)
 	}
+	var mods moduleBTFs
+	defer mods.close()
 	return attachEach(ctx, targets, fsessionCost, progress, func(a *Attachment, t Target) error {
 		fn := t.Plan.Func
-		if reason := notVmlinux(fn.Module); reason != "" {
-			a.skipFunc(reason, fn.Name)
+		obj, err := mods.handle(fn.Module)
+		if err != nil {
+			a.skipFunc(err.Error(), fn.Name)
 			return nil
 		}
 		one, err := spliceNrCaps(insns, t)
@@ -48,6 +53,7 @@ func attachFsession(ctx context.Context, c Capture, targets []Target, progress P
 			Name:         bpf.CaptureProgFsessionCapture,
 			AttachType:   rawbpf.AttachTraceFSession,
 			AttachBTFID:  fn.BTFID,
+			AttachBTF:    obj,
 			Instructions: one,
 			License:      "GPL",
 		})
@@ -72,11 +78,39 @@ func attachFsession(ctx context.Context, c Capture, targets []Target, progress P
 // (arm64-7.3) measured between 100 and 1000 functions.
 var fsessionCost = perFunction{files: 2, memory: 48 << 10}
 
-// notVmlinux says why a function of module cannot be attached through
-// rawbpf, which takes vmlinux BTF ids only, or "" for vmlinux.
-func notVmlinux(module string) string {
+// moduleBTFs finds the BTF objects of modules, once each, for loads
+// against a module's function; safe for concurrent use.
+type moduleBTFs struct {
+	mu      sync.Mutex
+	handles map[string]*btf.Handle
+}
+
+// handle returns the BTF object of module, nil for vmlinux (""). Its
+// error is worded as the reason a function of module is skipped.
+func (m *moduleBTFs) handle(module string) (*btf.Handle, error) {
 	if module == "" {
-		return ""
+		return nil, nil
 	}
-	return "in a module: fsession and tracing_multi attach vmlinux functions only"
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if h, ok := m.handles[module]; ok {
+		return h, nil
+	}
+	h, err := btf.FindHandle(func(info *btf.HandleInfo) bool { return info.IsModule() && info.Name == module })
+	if err != nil {
+		return nil, fmt.Errorf("no BTF object of module %s: %w", module, err)
+	}
+	if m.handles == nil {
+		m.handles = map[string]*btf.Handle{}
+	}
+	m.handles[module] = h
+	return h, nil
+}
+
+// close closes the BTF objects found: the programs loaded against them
+// hold their own references.
+func (m *moduleBTFs) close() {
+	for _, h := range m.handles {
+		h.Close()
+	}
 }

@@ -25,9 +25,6 @@ type Backend struct {
 	// Family says how the backend's programs read arguments, and so which
 	// functions it can attach (see plan.Attachable).
 	Family plan.Family
-	// VmlinuxOnly is set when the backend cannot attach functions in
-	// modules: auto passes it over for selections that have some.
-	VmlinuxOnly bool
 	// Keeps names the capture programs loaded with the maps, before
 	// Attach; Attach loads its own copies of the others, or none.
 	Keeps []string

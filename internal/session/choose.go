@@ -51,9 +51,6 @@ func LiveProbe(b *backend.Backend) error { return b.Needs() }
 //     per-function trampoline loads grow linearly.
 //   - Without either, fsession or fentry, for as many functions as half
 //     the available memory holds (backend.ErrNotEnoughMemory).
-//
-// Backends that attach vmlinux functions only (fsession, tracing-multi)
-// are passed over when the selection has functions in modules.
 func Choose(name string, sel *selector.Selection, probe Probe) (*backend.Backend, string, error) {
 	if name == Auto || name == "" {
 		b, why := auto(sel, probe)
@@ -71,14 +68,8 @@ func Choose(name string, sel *selector.Selection, probe Probe) (*backend.Backend
 
 func auto(sel *selector.Selection, probe Probe) (*backend.Backend, string) {
 	n := len(sel.Selected)
-	vmlinuxOnly := true
-	for _, fn := range sel.Selected {
-		if fn.Module != "" {
-			vmlinuxOnly = false
-		}
-	}
 	// can reports whether b can attach the selection on this kernel.
-	can := func(b *backend.Backend) bool { return (vmlinuxOnly || !b.VmlinuxOnly) && probe(b) == nil }
+	can := func(b *backend.Backend) bool { return probe(b) == nil }
 	switch {
 	case can(backend.TracingMulti):
 		return backend.TracingMulti, fmt.Sprintf("one program and one tracing_multi link for all %d functions, trampoline cost per call", n)

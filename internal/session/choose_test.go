@@ -44,15 +44,15 @@ func TestChooseAuto(t *testing.T) {
 		want          string
 	}{
 		{"7.3 x86", all, 5000, 0, "tracing-multi"},
-		{"7.3 x86, modules", all, 5000, 1, "kprobe-session"},
-		{"7.3 x86, few, modules", all, 5, 1, "fentry"},
+		{"7.3 x86, modules", all, 5000, 1, "tracing-multi"},
+		{"7.3 x86, few, modules", all, 5, 1, "tracing-multi"},
 		{"7.0", all[:4], 20, 0, "fsession"},
 		{"7.0, more than 20", all[:4], 21, 0, "kprobe-session"},
 		{"6.12", all[:3], 5, 0, "fentry"},
 		{"6.6", all[:2], 100, 0, "kprobe-multi"},
 		{"arm64 6.12", all[:1], 100, 0, "fentry"},
 		{"no kprobe.multi, fsession", []string{"fentry", "fsession"}, 100, 0, "fsession"},
-		{"no kprobe.multi, fsession, modules", []string{"fentry", "fsession"}, 100, 1, "fentry"},
+		{"no kprobe.multi, fsession, modules", []string{"fentry", "fsession"}, 100, 1, "fsession"},
 	} {
 		b, why, err := Choose(Auto, selection(c.vmlinux, c.mods), kernelWith(c.kernel...))
 		if err != nil || b.Name != c.want || why == "" {

@@ -40,7 +40,8 @@ type tracingLinkAttr struct {
 
 // AttachTracingMulti creates a tracing_multi link (link type 15) that runs
 // prog, loaded with LoadTracing for a multi attach type at, on entry and/or
-// exit of every function in ids, given as vmlinux BTF ids. cookies is
+// exit of every function in ids, given as BTF ids of the object prog was
+// loaded against (vmlinux, or TracingSpec.AttachBTF). cookies is
 // empty or holds one value per function; the program reads it with
 // bpf_get_attach_cookie. The kernel attaches to all functions or none.
 //

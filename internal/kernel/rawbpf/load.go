@@ -62,6 +62,9 @@ type TracingSpec struct {
 	// the multi attach types: the kernel loads those against MultiFunc
 	// itself and refuses (EINVAL) any id, even MultiFunc's.
 	AttachBTFID btf.TypeID
+	// AttachBTF is the module BTF object AttachBTFID belongs to, or
+	// which the ids of a multi program's link belong to; nil for vmlinux.
+	AttachBTF *btf.Handle
 	// Instructions is the program. Calls of kfuncs carry the kfunc's
 	// vmlinux BTF id in Constant and asm.PseudoKfuncCall in Src.
 	Instructions asm.Instructions
@@ -100,6 +103,9 @@ func LoadTracing(spec *TracingSpec) (*ebpf.Program, error) {
 		license:            unsafe.Pointer(&license[0]),
 		expectedAttachType: uint32(spec.AttachType),
 		attachBTFID:        uint32(spec.AttachBTFID),
+	}
+	if spec.AttachBTF != nil {
+		attr.attachBTFObjFD = uint32(spec.AttachBTF.FD())
 	}
 	copy(attr.progName[:len(attr.progName)-1], spec.Name)
 
