@@ -69,16 +69,26 @@ func ParseShow(src string) (ShowExpr, error) {
 		}
 	}
 	if rest, ok := strings.CutPrefix(strings.TrimSpace(src), FormatBuf+"("); ok && strings.HasSuffix(rest, ")") {
-		return parseBuf(se, strings.TrimSuffix(rest, ")"))
+		return parseBuf(se, strings.TrimSuffix(rest, ")"), strings.Index(src, "(")+1)
 	}
 	var err error
 	se.Expr, err = Parse(inner)
 	return se, err
 }
 
-// parseBuf parses the PTR, LEN of buf(PTR, LEN): split at the comma
-// outside parentheses, brackets and string literals.
-func parseBuf(se ShowExpr, inner string) (ShowExpr, error) {
+// parseBuf parses the PTR, LEN of buf(PTR, LEN), inner, at byte start of
+// se.Src: split at the comma outside parentheses, brackets and string
+// literals. Both expressions keep se.Src, so that errors show all of it.
+func parseBuf(se ShowExpr, inner string, start int) (ShowExpr, error) {
+	part := func(s string, at int) (*Expr, error) {
+		e, err := Parse(s)
+		if err != nil {
+			return nil, err
+		}
+		shift(e.Root, at)
+		e.Src = se.Src
+		return e, nil
+	}
 	level, quoted := 0, false
 	for i := 0; i < len(inner); i++ {
 		switch ch := inner[i]; {
@@ -93,15 +103,25 @@ func parseBuf(se ShowExpr, inner string) (ShowExpr, error) {
 			level--
 		case ch == ',' && level == 0:
 			var err error
-			if se.Expr, err = Parse(inner[:i]); err != nil {
+			if se.Expr, err = part(inner[:i], start); err != nil {
 				return se, err
 			}
 			se.Format = FormatBuf
-			se.Len, err = Parse(inner[i+1:])
+			se.Len, err = part(inner[i+1:], start+i+1)
 			return se, err
 		}
 	}
 	return se, &Error{Src: se.Src, Msg: "buf() wants a pointer and a length: buf(PTR, LEN)"}
+}
+
+// shift moves the positions of n and its operands by at bytes.
+func shift(n *Node, at int) {
+	if n == nil {
+		return
+	}
+	n.Pos += at
+	shift(n.X, at)
+	shift(n.Y, at)
 }
 
 // Shown is one --show expression as a function's show block holds it:
@@ -332,12 +352,12 @@ func (c *compiler) showBuf(e ShowExpr, isPath bool, i, off int) error {
 	}
 	c.b.emit(asm.StoreMem(rDst, int16(off), asm.R0, asm.DWord))
 	c.e = ptr
-	if !isPath {
-		return c.errorf(ptr.Root, "buf() wants an argument or a member as its pointer")
-	}
 	x, err := c.lvalue(ptr.Root)
 	if err != nil {
 		return err
+	}
+	if !isPath {
+		return c.errorf(ptr.Root, "buf() wants an argument or a member as its pointer")
 	}
 	if _, isPtr := btf.UnderlyingType(x.t).(*btf.Pointer); !isPtr {
 		return c.errorf(ptr.Root, "buf() wants a pointer, not %s", typeName(x.t))

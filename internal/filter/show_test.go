@@ -5,6 +5,7 @@ package filter
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
@@ -101,6 +102,9 @@ func TestShowBuf(t *testing.T) {
 	}
 	if len(missing) != 1 || len(block.Fields) != 3 || block.Size != 8+3*(8+ShowBuf) {
 		t.Fatalf("missing %v (want buf(dfd, 1)'s), block %+v", missing, block)
+	}
+	if msg := missing[0].Error(); !strings.Contains(msg, "buf(dfd, 1)\n      ^") {
+		t.Errorf("error %q does not point at dfd in the whole expression", msg)
 	}
 	prog, err := Program([]Func{{ID: 3, Body: body}})
 	if err != nil {
