@@ -81,8 +81,8 @@ var knownCalls = []struct {
 			want("show "+showDport, show[showDport], float64(listenPort)),
 			want("show "+showDaddr, show[showDaddr], "127.0.0.1"))
 	}},
-	{"kfree_skb_reason", "enum argument", wantDropReason},
-	{"sk_skb_reason_drop", "enum argument", wantDropReason},
+	{"kfree_skb_reason", "enum argument; the packet's 5-tuple", wantDropReason},
+	{"sk_skb_reason_drop", "enum argument; the packet's 5-tuple", wantDropReason},
 }
 
 var openPath = "/tmp/trawl-capture-test"
@@ -99,7 +99,9 @@ var (
 )
 
 func wantDropReason(c map[string]any) error {
-	return wantArg(c, "reason", "SKB_DROP_REASON_NO_SOCKET")
+	skb, _ := args(c)["skb"].(map[string]any)
+	return errors.Join(wantArg(c, "reason", "SKB_DROP_REASON_NO_SOCKET"),
+		want("skb.dst", skb["dst"], "127.0.0.1:9"), want("skb.proto", skb["proto"], "UDP"))
 }
 
 func args(c map[string]any) map[string]any {

@@ -27,6 +27,7 @@ const (
 	planExitCaps    = uint16(bpf.CapturePlanFlagPLAN_EXIT_CAPS)
 	planDeep        = uint16(bpf.CapturePlanFlagPLAN_DEEP)
 	capDeep         = uint8(bpf.CaptureCapKindCAP_DEEP)
+	capPkt          = uint8(bpf.CaptureCapKindCAP_PKT)
 )
 
 // MemCapture is one memory capture of a plan: the memory behind an
@@ -34,16 +35,21 @@ const (
 type MemCapture struct {
 	// Arg is the argument, or the argument the pointers start from.
 	Arg int
-	// Deep is the index in Plan.Deep, -1 for the argument's own memory.
+	// Deep is the index in Plan.Deep, -1 for the argument's own memory
+	// or packet.
 	Deep int
+	// Packet is set for the packet headers of an sk_buff argument
+	// (Plan.Packets).
+	Packet bool
 }
 
 // Captures returns the memory captures of a plan in the order the BPF
 // program makes them: strings, pointers to structs or unions and sized
 // buffers with a budget, at most MaxCaps; and last, the first buffer the
 // function fills, copied at exit (the program copies one at most, so that
-// its exits need no loop). A plan with Deep captures has the structs
-// first, arguments' then the Deep ones not cut, then the rest (PLAN_DEEP).
+// its exits need no loop). A plan with Deep or Packets captures has the
+// structs first, arguments', then the packets, then the Deep ones not cut,
+// then the rest (PLAN_DEEP).
 func Captures(p *plan.Plan) []MemCapture {
 	var structs, rest []MemCapture
 	exit := -1
@@ -56,10 +62,15 @@ func Captures(p *plan.Plan) []MemCapture {
 			if exit < 0 {
 				exit = i
 			}
-		case a.Class == plan.PtrStruct && len(p.Deep) > 0:
+		case a.Class == plan.PtrStruct && (len(p.Deep) > 0 || len(p.Packets) > 0):
 			structs = append(structs, MemCapture{Arg: i, Deep: -1})
 		case a.Class == plan.String || a.Class == plan.PtrStruct || a.Class == plan.Buffer:
 			rest = append(rest, MemCapture{Arg: i, Deep: -1})
+		}
+	}
+	for _, pk := range p.Packets {
+		if len(structs)+len(rest) < MaxCaps {
+			structs = append(structs, MemCapture{Arg: pk.Arg, Deep: -1, Packet: true})
 		}
 	}
 	for i, d := range p.Deep {
@@ -110,6 +121,13 @@ func Wire(p *plan.Plan, arch plan.Arch) (bpf.CapturePlan, error) {
 		a := p.Args[cp.Arg]
 		c := &w.Caps[i]
 		c.Slot, c.Kind, c.Size = uint8(a.Slot), capMem, uint16(min(a.Budget, maxCap-1))
+		if cp.Packet {
+			if err := wirePacket(p, caps, &w, i); err != nil {
+				return w, err
+			}
+			w.NrCaps++
+			continue
+		}
 		if cp.Deep >= 0 {
 			if err := wireDeep(p, caps, &w, i); err != nil {
 				return w, err
@@ -173,6 +191,32 @@ func wireDeep(p *plan.Plan, caps []MemCapture, w *bpf.CapturePlan, i int) error 
 	}
 	c := &w.Caps[i]
 	c.Slot, c.Kind, c.Size, c.Off = uint8(parent), capDeep, uint16(min(d.Budget, maxCap-1)), uint16(at)
+	w.Flags |= planDeep
+	return nil
+}
+
+// wirePacket encodes capture i of caps, the packet of an sk_buff
+// argument: where its capture's head and network_header are in the
+// call's data (PLAN_DEEP).
+func wirePacket(p *plan.Plan, caps []MemCapture, w *bpf.CapturePlan, i int) error {
+	arg := caps[i].Arg
+	var pk plan.Packet
+	for _, pk = range p.Packets {
+		if pk.Arg == arg {
+			break
+		}
+	}
+	skb := slices.Index(caps, MemCapture{Arg: arg, Deep: -1})
+	if skb < 0 || skb >= i || pk.Arg != arg {
+		return fmt.Errorf("%s: the packet of argument %d has no captured sk_buff", p.Func.Name, arg+1)
+	}
+	at := 0
+	for j := range skb {
+		at += int(w.Caps[j].Size)
+	}
+	c := &w.Caps[i]
+	c.Slot, c.Kind, c.Size = uint8(skb), capPkt, plan.PacketBytes
+	c.Off, c.NetAt = uint16(at+pk.Head), uint16(at+pk.Network)
 	w.Flags |= planDeep
 	return nil
 }

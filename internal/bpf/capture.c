@@ -392,6 +392,24 @@ static __always_inline __u64 deep_ptr(struct frame *f, const struct cap *c, __u3
 	return ptr;
 }
 
+/* pkt_ptr returns where the packet of the sk_buff capture c follows
+ * starts: its head plus its network_header, or 0 when either was not
+ * read or the network header is not set (~0). */
+static __always_inline __u64 pkt_ptr(struct frame *f, const struct cap *c, __u32 off)
+{
+	__u64 head = deep_ptr(f, c, off);
+	__u32 at = c->net_at;
+	__u16 net;
+
+	if (!head || at + 2 > off)
+		return 0;
+	asm volatile("" : "+r"(at));
+	__builtin_memcpy(&net, &f->data[at & (MAX_DATA - 1)], 2);
+	if (net == 0xffff)
+		return 0;
+	return head + net;
+}
+
 /* deep_size returns the bytes capture c, number i, takes in the data
  * from off, n of which were read: a struct takes its whole size, read or
  * not (flagged as failed), so that the offsets of structs stay known. */
@@ -399,7 +417,7 @@ static __always_inline long deep_size(struct frame *f, const struct cap *c, int 
 {
 	long size = c->size;
 
-	if (c->kind != CAP_MEM && c->kind != CAP_DEEP)
+	if (c->kind != CAP_MEM && c->kind != CAP_DEEP && c->kind != CAP_PKT)
 		return n;
 	if (!n)
 		f->rec.cap_failed |= 1 << i;
@@ -438,6 +456,8 @@ static __always_inline int capture(struct frame *f, const struct plan *p, __u64 
 		}
 		if (c->kind == CAP_DEEP)
 			ptr = deep_ptr(f, c, off);
+		else if (c->kind == CAP_PKT)
+			ptr = pkt_ptr(f, c, off);
 		if (ptr && c->kind >= CAP_BUF && c->kind <= CAP_BUF_RET)
 			n = copy_buf(f, off, c, ptr, c->kind == CAP_BUF ? buf_len(f, c) : 0);
 		else if (ptr)

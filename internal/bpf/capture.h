@@ -30,6 +30,10 @@ enum cap_kind {
 	/* --depth: size bytes behind a pointer that capture slot's bytes
 	 * hold, at data offset off (see PLAN_DEEP). */
 	CAP_DEEP = 6,
+	/* The packet of an sk_buff: size bytes at its head pointer, held at
+	 * data offset off, plus its network_header, held at net_at; capture
+	 * slot holds both (see PLAN_DEEP). */
+	CAP_PKT = 7,
 };
 
 struct cap {
@@ -38,7 +42,8 @@ struct cap {
 	__u16 size;
 	__u8 len_slot; /* sized buffers: the slot holding the length */
 	__u8 len_size; /* sized buffers: the length's size in bytes */
-	__u16 off; /* CAP_DEEP: where the pointer is in the call's data */
+	__u16 off; /* CAP_DEEP, CAP_PKT: where the pointer is in the call's data */
+	__u16 net_at; /* CAP_PKT: where the network header's offset is in the data */
 };
 
 /* src of a kprobe slot: SRC_STACK set means an offset from the stack
@@ -60,10 +65,11 @@ enum plan_flag {
 	PLAN_EXIT_CAPS = 2,     /* some captures are made at exit (CAP_BUF_EXIT, CAP_BUF_RET) */
 	PLAN_SHOW = 4,          /* trawl_show has --show expressions for the function */
 	PLAN_ENTRY = 8,         /* an --entry function: its calls open the gate */
-	/* Some captures are CAP_DEEP. Captures of structs (CAP_MEM, CAP_DEEP)
-	 * come first, and each takes its size in the data even when it is
-	 * not read (NULL, or a failed read, flagged in cap_failed), so that
-	 * their offsets are known to the loader. */
+	/* Some captures are CAP_DEEP or CAP_PKT. Captures of structs and
+	 * packets (CAP_MEM, CAP_PKT, CAP_DEEP) come first, and each takes its
+	 * size in the data even when it is not read (NULL, or a failed read,
+	 * flagged in cap_failed), so that their offsets are known to the
+	 * loader. */
 	PLAN_DEEP = 16,
 };
 

@@ -22,6 +22,7 @@ const (
 	CaptureCapKindCAP_BUF_EXIT CaptureCapKind = 4
 	CaptureCapKindCAP_BUF_RET  CaptureCapKind = 5
 	CaptureCapKindCAP_DEEP     CaptureCapKind = 6
+	CaptureCapKindCAP_PKT      CaptureCapKind = 7
 )
 
 type CaptureErrKind uint32
@@ -116,6 +117,7 @@ type CapturePlan struct {
 		LenSlot uint8
 		LenSize uint8
 		Off     uint16
+		NetAt   uint16
 	}
 }
 

@@ -92,6 +92,10 @@ type Pointee struct {
 	Data []byte
 	// Cut is set when the per-call byte budget left the memory out.
 	Cut bool
+	// Packet marks the bytes of a packet from its network header, held
+	// for an sk_buff's head pointer: its view shows their addresses,
+	// ports and protocol.
+	Packet bool
 }
 
 // Pointees tells d where the pointers are, in the captured memory it is
@@ -212,7 +216,7 @@ func (d *Decoder) value(u btf.Type, be bool, raw []byte, depth int) render.Value
 			x = swap(x, size)
 		}
 		if p, ok := u.(*btf.Pointer); ok && len(d.pointees) > 0 && x != 0 {
-			if pt, ok := d.pointees[&raw[0]]; ok {
+			if pt, ok := d.pointees[&raw[0]]; ok && !pt.Packet {
 				return d.deep(p, pt, depth)
 			}
 		}
@@ -415,6 +419,9 @@ func (d *Decoder) composite(t btf.Type, raw []byte, depth int) render.Value {
 		}
 	default:
 		d.pick(&v, p.pick, raw, depth)
+	}
+	if p.skb != nil && len(d.pointees) > 0 {
+		p.skb.withTuple(&v, raw, d.pointees)
 	}
 	return v
 }

@@ -15,6 +15,7 @@ type layout struct {
 	pick []field     // default view candidates: one union alternative, no padding
 	view []viewField // the well-known view of the type, if it has one
 	sock *sockView   // a socket's addresses, for its view
+	skb  *skbView    // an sk_buff's packet, for its view
 }
 
 // field is a member of a struct, with anonymous members flattened into their
@@ -80,6 +81,7 @@ func (d *Decoder) layout(t btf.Type) *layout {
 	if s, ok := t.(*btf.Struct); ok {
 		p.view = viewOf(s)
 		p.sock = sockViewOf(s)
+		p.skb = skbViewOf(s)
 	}
 	d.layouts[t] = p
 	return p

@@ -126,3 +126,71 @@ func (v *sockView) withAddrs(out *render.Value, raw []byte) {
 	fields = append(fields, out.Fields[0], src, dst)
 	out.Fields = append(fields, out.Fields[1:]...)
 }
+
+// skbView finds the packet of a struct sk_buff: the capture program
+// copies it from its network header when it can (plan.Packet), and the
+// decoder is told it as the pointee of the head pointer.
+type skbView struct {
+	head, protocol field
+}
+
+func skbViewOf(s *btf.Struct) *skbView {
+	if s.Name != "sk_buff" {
+		return nil
+	}
+	var v skbView
+	var ok1, ok2 bool
+	v.head, ok1 = lookup(s, "head")
+	v.protocol, ok2 = lookup(s, "protocol")
+	if !ok1 || !ok2 {
+		return nil
+	}
+	return &v
+}
+
+// ipProtocols name the transport protocols of IP headers.
+var ipProtocols = map[uint64]string{1: "ICMP", 6: "TCP", 17: "UDP", 58: "ICMPv6", 132: "SCTP"}
+
+// withTuple puts the packet's src and dst ("10.0.0.1:443", the address
+// alone for protocols without ports) and proto first in an sk_buff's
+// members, when its packet was captured and is of the IP version its
+// protocol says.
+func (v *skbView) withTuple(out *render.Value, raw []byte, pointees map[*byte]Pointee) {
+	head, ok1 := v.head.bytesIn(raw)
+	proto, ok2 := v.protocol.bytesIn(raw)
+	if !ok1 || !ok2 || len(proto) != 2 {
+		return
+	}
+	pt, ok := pointees[&head[0]]
+	if !ok || !pt.Packet {
+		return
+	}
+	src, dst, l4, ok := fiveTuple(binary.BigEndian.Uint16(proto), pt.Data)
+	if !ok {
+		return
+	}
+	src.Name, dst.Name = "src", "dst"
+	p := render.Value{Kind: render.KindEnum, Name: "proto", Bits: uint64(l4), Str: ipProtocols[uint64(l4)]}
+	out.Fields = append([]render.Value{src, dst, p}, out.Fields...)
+}
+
+// fiveTuple reads the addresses, ports and transport protocol of an IP
+// packet b of Ethernet protocol ethProto (ETH_P_IP or ETH_P_IPV6).
+func fiveTuple(ethProto uint16, b []byte) (src, dst render.Value, l4 uint8, ok bool) {
+	var sa, da netip.Addr
+	hdr := 0
+	switch {
+	case ethProto == 0x0800 && len(b) >= 20 && b[0]>>4 == 4:
+		hdr, l4 = int(b[0]&15)*4, b[9]
+		sa, da = netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20]))
+	case ethProto == 0x86dd && len(b) >= 40 && b[0]>>4 == 6:
+		hdr, l4 = 40, b[6]
+		sa, da = netip.AddrFrom16([16]byte(b[8:24])), netip.AddrFrom16([16]byte(b[24:40]))
+	default:
+		return src, dst, 0, false
+	}
+	if (l4 == 6 || l4 == 17 || l4 == 132) && hdr >= 20 && len(b) >= hdr+4 {
+		return addrPort(sa, binary.BigEndian.Uint16(b[hdr:])), addrPort(da, binary.BigEndian.Uint16(b[hdr+2:])), l4, true
+	}
+	return render.Value{Kind: render.KindString, Str: sa.String()}, render.Value{Kind: render.KindString, Str: da.String()}, l4, true
+}

@@ -160,12 +160,12 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []render.Value) []render.Val
 		if off+n > len(r.Data) {
 			break
 		}
-		if c.Deep < 0 && (n > 0 || p.Args[c.Arg].Class == plan.Buffer) && r.CapFailed&(1<<i) == 0 {
+		if c.Deep < 0 && !c.Packet && (n > 0 || p.Args[c.Arg].Class == plan.Buffer) && r.CapFailed&(1<<i) == 0 {
 			data[c.Arg] = r.Data[off : off+n]
 		}
 		off += n
 	}
-	if len(p.Deep) > 0 {
+	if len(p.Deep) > 0 || len(p.Packets) > 0 {
 		d.deep(r, p)
 	} else if len(d.pointees) > 0 {
 		clear(d.pointees)
@@ -196,7 +196,8 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []render.Value) []render.Val
 }
 
 // deep tells the decoder which pointers in r's captured structs lead to
-// structs captured too (Plan.Deep), or cut, and what it holds for them.
+// structs captured too (Plan.Deep), or cut, and where the packets of
+// sk_buff arguments are (Plan.Packets).
 func (d *Decoder) deep(r *Record, p *plan.Plan) {
 	clear(d.pointees)
 	caps := d.caps[r.Func]
@@ -229,6 +230,12 @@ func (d *Decoder) deep(r *Record, p *plan.Plan) {
 			d.pointees[&parent[dp.Off]] = decode.Pointee{Cut: true}
 		} else if b := bytesOf(backend.MemCapture{Arg: dp.Arg, Deep: i}); b != nil {
 			d.pointees[&parent[dp.Off]] = decode.Pointee{Data: b}
+		}
+	}
+	for _, pk := range p.Packets {
+		skb := bytesOf(backend.MemCapture{Arg: pk.Arg, Deep: -1})
+		if b := bytesOf(backend.MemCapture{Arg: pk.Arg, Deep: -1, Packet: true}); b != nil && len(skb) >= pk.Head+8 {
+			d.pointees[&skb[pk.Head]] = decode.Pointee{Data: b, Packet: true}
 		}
 	}
 }

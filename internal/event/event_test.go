@@ -351,3 +351,61 @@ func TestDecoderDeep(t *testing.T) {
 		t.Errorf("f_dentry not marked cut, or f_inode marked: %+v", f)
 	}
 }
+
+// TestDecoderPacket decodes a call of sk_skb_reason_drop whose sk_buff's
+// packet was captured: its view starts with the 5-tuple.
+func TestDecoderPacket(t *testing.T) {
+	spec, err := decodetest.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fn *btf.Func
+	if err := spec.TypeByName("sk_skb_reason_drop", &fn); err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.New(kernel.FunctionOf(fn), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Packets) != 1 || p.Packets[0].Arg != 1 {
+		t.Fatalf("packets %+v, want the skb's, argument 2", p.Packets)
+	}
+	caps := backend.Captures(p)
+	if len(caps) != 3 || caps[0].Arg != 0 || caps[1].Arg != 1 || !caps[2].Packet {
+		t.Fatalf("captures %+v, want the sock's, the skb's and its packet", caps)
+	}
+	skbType := btf.UnderlyingType(p.Args[1].Type).(*btf.Pointer).Target
+	skb := make([]byte, p.Args[1].Budget)
+	for path, x := range map[string]uint64{"len": 60, "protocol": 0x0008 /* ETH_P_IP, big-endian */, "head": 0xffff888000010000, "network_header": 14} {
+		if err := decodetest.Put(skb, skbType, path, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pkt := make([]byte, plan.PacketBytes)
+	copy(pkt, []byte{0x45, 0, 0, 60, 0, 0, 0, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0x01, 0xbb, 0x1f, 0x90})
+	l := loadRecordLayout(t)
+	raw := make([]byte, headerSize)
+	l.put(t, raw, "flags", 0, 3)
+	l.put(t, raw, "slots", 1, 0xffff888000020000)
+	// sk is NULL: its capture takes its size all the same, failed.
+	sk := make([]byte, p.Args[0].Budget)
+	l.put(t, raw, "cap_failed", 0, 1)
+	l.put(t, raw, "cap_len", 0, uint64(len(sk)))
+	l.put(t, raw, "cap_len", 1, uint64(len(skb)))
+	l.put(t, raw, "cap_len", 2, uint64(len(pkt)))
+	raw = append(append(append(raw, sk...), skb...), pkt...)
+	l.put(t, raw, "data_len", 0, uint64(len(sk)+len(skb)+len(pkt)))
+	r, err := Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDecoder([]*plan.Plan{p}, decode.Options{}, nil)
+	var c render.Call
+	if err := d.Call(&r, &c); err != nil {
+		t.Fatal(err)
+	}
+	f := c.Args[1].Fields
+	if len(f) < 4 || f[0].Str != "10.0.0.1:443" || f[1].Str != "10.0.0.2:8080" || f[2].Str != "TCP" || f[3].Name != "len" || f[3].Bits != 60 {
+		t.Errorf("skb view %+v, want src=10.0.0.1:443 dst=10.0.0.2:8080 proto=TCP, then len=60", f)
+	}
+}

@@ -79,6 +79,8 @@ func planDeep(p *Plan, opts Options) {
 			queue = append(queue, parent{deep: -1, arg: i, typ: target, budget: a.Budget, level: 1})
 		}
 	}
+	used += len(p.Packets) * PacketBytes
+	caps += len(p.Packets)
 	for len(queue) > 0 {
 		pa := queue[0]
 		queue = queue[1:]

@@ -68,6 +68,8 @@ type Plan struct {
 	// Deep are the structs captured behind pointers in captured memory,
 	// with Options.Depth above 1, parents before children.
 	Deep []Deep
+	// Packets are the packet headers of the sk_buff arguments.
+	Packets []Packet
 }
 
 // Arg is one argument of a plan.
@@ -148,6 +150,7 @@ func New(fn *kernel.Function, opts Options) (*Plan, error) {
 	if err := pairBuffers(p, opts.Buffers, opts.BufferBudget); err != nil {
 		return nil, err
 	}
+	planPackets(p)
 	planDeep(p, opts)
 	placeAMD64(p.Args, p.Ret)
 	placeARM64(p.Args)

@@ -197,7 +197,7 @@ func (s *Session) plan(cfg Config) error {
 			for i := range p.Args {
 				p.Args[i].Budget = 0
 			}
-			p.Deep = nil
+			p.Deep, p.Packets = nil, nil
 		}
 		body, reason := s.flt.compile(p)
 		if reason != "" {
