@@ -99,6 +99,9 @@ func run(ctx context.Context, o options) error {
 		if err := benchCalls(ctx, cat, o.backends, o.rounds, o.callTarget); err != nil {
 			return err
 		}
+		if err := benchBuffer(ctx, cat, o.backends, o.rounds, o.callTarget); err != nil {
+			return err
+		}
 	}
 	if !o.skipAttach {
 		ns, err := parseSizes(o.sizes)

@@ -35,17 +35,17 @@ const callFunc = "bpf_fentry_test1"
 var returnZero = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
 
 // empties attach, for a backend, empty programs of the same attach types
-// to callFunc, given its addresses and BTF id.
+// to a function, given its name, addresses and BTF id.
 var empties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
-	trawl.BackendFentry: func(*kernel.Function) ([]io.Closer, error) {
-		return attachEmpty(func(p *ebpf.Program, t ebpf.AttachType) (link.Link, error) {
+	trawl.BackendFentry: func(fn *kernel.Function) ([]io.Closer, error) {
+		return attachEmpty(fn.Name, func(p *ebpf.Program, t ebpf.AttachType) (link.Link, error) {
 			return link.AttachTracing(link.TracingOptions{Program: p, AttachType: t})
 		}, ebpf.Tracing, ebpf.AttachTraceFExit, ebpf.AttachTraceFEntry)
 	},
 	trawl.BackendKprobeMulti: func(fn *kernel.Function) ([]io.Closer, error) {
 		opts := kprobeOptions(fn)
 		ret := true
-		return attachEmpty(func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
+		return attachEmpty(fn.Name, func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
 			if ret {
 				ret = false
 				return link.KretprobeMulti(p, opts)
@@ -56,7 +56,7 @@ var empties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
 	trawl.BackendKprobeSession: func(fn *kernel.Function) ([]io.Closer, error) {
 		opts := kprobeOptions(fn)
 		opts.Session = true
-		return attachEmpty(func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
+		return attachEmpty(fn.Name, func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
 			return link.KprobeMulti(p, opts)
 		}, ebpf.Kprobe, ebpf.AttachTraceKprobeSession)
 	},
@@ -149,9 +149,10 @@ func attachRaw(t rawbpf.AttachType, id btf.TypeID, attach func(*ebpf.Program) (l
 	return []io.Closer{l, p}, nil
 }
 
-// attachEmpty loads one empty program per attach type and attaches each
-// with attach. It returns the links and programs, to be closed in order.
-func attachEmpty(attach func(*ebpf.Program, ebpf.AttachType) (link.Link, error), typ ebpf.ProgramType, types ...ebpf.AttachType) ([]io.Closer, error) {
+// attachEmpty loads one empty program per attach type for function fn
+// and attaches each with attach. It returns the links and programs, to
+// be closed in order.
+func attachEmpty(fn string, attach func(*ebpf.Program, ebpf.AttachType) (link.Link, error), typ ebpf.ProgramType, types ...ebpf.AttachType) ([]io.Closer, error) {
 	var closers []io.Closer
 	fail := func(err error) ([]io.Closer, error) {
 		closeAll(closers)
@@ -160,7 +161,7 @@ func attachEmpty(attach func(*ebpf.Program, ebpf.AttachType) (link.Link, error),
 	for _, t := range types {
 		spec := &ebpf.ProgramSpec{Type: typ, AttachType: t, License: "GPL", Instructions: returnZero}
 		if typ == ebpf.Tracing {
-			spec.AttachTo = callFunc
+			spec.AttachTo = fn
 		}
 		p, err := ebpf.NewProgram(spec)
 		if err != nil {
@@ -208,13 +209,25 @@ const blocks = 20
 // with the garbage collector off, and returns the time per call in ns of
 // the fastest block.
 func (t *trigger) perCall(n int) (float64, error) {
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	opts := &ebpf.RunOptions{}
+	return timePerCall(n, func() error {
+		if _, err := t.prog.Run(opts); err != nil {
+			return fmt.Errorf("test run: %w", err)
+		}
+		return nil
+	})
+}
+
+// timePerCall makes call n/10 times to warm up, then n times in blocks,
+// with the garbage collector off, and returns the time per call in ns of
+// the fastest block.
+func timePerCall(n int, call func() error) (float64, error) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	run := func(k int) (time.Duration, error) {
 		start := time.Now()
 		for range k {
-			if _, err := t.prog.Run(opts); err != nil {
-				return 0, fmt.Errorf("test run: %w", err)
+			if err := call(); err != nil {
+				return 0, err
 			}
 		}
 		return time.Since(start), nil
