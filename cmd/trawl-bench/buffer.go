@@ -63,7 +63,8 @@ func benchBuffer(ctx context.Context, cat *kernel.Catalogue, backends []string, 
 	if err != nil {
 		return err
 	}
-	n := min(max(int(float64(target.Nanoseconds())/probe), 2000), maxCalls)
+	// A call's record holds its file and buffer too: about 550 bytes.
+	n := min(max(int(float64(target.Nanoseconds())/probe), 2000), maxCalls/2)
 
 	samples := map[string]*bufferSamples{}
 	for _, b := range backends {
