@@ -20,6 +20,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/plan"
 	"github.com/trawl-dev/trawl/internal/skip"
 )
@@ -35,6 +36,20 @@ type Target struct {
 	// Show is the function's compiled --show expressions, nil without
 	// any; SpliceFilter puts it into a program too.
 	Show asm.Instructions
+	// Entry is set for an --entry function.
+	Entry bool
+}
+
+// TrampolineCookie is the attach cookie of t's trampoline programs: its
+// plan index, with bit COOKIE_ENTRY set for an --entry function, so that
+// the program tells a call outside every entry call without reading the
+// plan (capture.c, gated_out).
+func (t Target) TrampolineCookie() uint64 {
+	c := uint64(t.ID)
+	if t.Entry {
+		c |= 1 << bpf.CaptureCookieBitCOOKIE_ENTRY
+	}
+	return c
 }
 
 // Progress is told, each time functions are attached or skipped, how

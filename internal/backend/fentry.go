@@ -208,7 +208,7 @@ func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*
 	}
 	coll.Close()
 	for i, kind := range kinds {
-		l, err := link.AttachTracing(link.TracingOptions{Program: progs[i].prog, AttachType: kind.attach, Cookie: uint64(t.ID)})
+		l, err := link.AttachTracing(link.TracingOptions{Program: progs[i].prog, AttachType: kind.attach, Cookie: t.TrampolineCookie()})
 		if err != nil {
 			return fail(err)
 		}

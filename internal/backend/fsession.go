@@ -59,7 +59,7 @@ func attachFsession(ctx context.Context, c Capture, targets []Target, progress P
 		})
 		if err == nil {
 			var l link.Link
-			l, err = rawbpf.AttachTracing(prog, rawbpf.AttachTraceFSession, uint64(t.ID))
+			l, err = rawbpf.AttachTracing(prog, rawbpf.AttachTraceFSession, t.TrampolineCookie())
 			if err == nil {
 				a.addFunc([]link.Link{l}, []program{{name: bpf.CaptureProgFsessionCapture, prog: prog, owned: true}})
 				return nil

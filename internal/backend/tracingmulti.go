@@ -76,7 +76,7 @@ func attachTracingMulti(ctx context.Context, c Capture, targets []Target, progre
 		groups = append(groups, [2]int{len(ids), len(ids) + len(group)})
 		for _, t := range group {
 			ids = append(ids, t.Plan.Func.BTFID)
-			cookies = append(cookies, uint64(t.ID))
+			cookies = append(cookies, t.TrampolineCookie())
 			names = append(names, t.Plan.Func.Name)
 			progs = append(progs, prog)
 		}

@@ -204,6 +204,7 @@ struct shared {
 	enum src_flag src_flag;
 	enum err_kind err_kind;
 	enum plan_flag plan_flag;
+	enum cookie_bit cookie_bit;
 	enum rec_flag rec_flag;
 	enum ip_hash ip_hash;
 	enum counter counter;
@@ -553,6 +554,19 @@ static __always_inline int outside_exit(void)
 		return 1;
 	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
 	return !s || !s->depth;
+}
+
+/* gated_out is the short way out of a trampoline program's entry for a
+ * call the gate leaves out, before anything else is read: while no task
+ * is inside an entry call, a call is outside unless its attach cookie
+ * marks an entry function. It counts the call. */
+static __always_inline int gated_out(__u64 cookie)
+{
+	if (!entry_gate || open_gates || cookie >> COOKIE_ENTRY)
+		return 0;
+	if (armed)
+		count(CNT_OUTSIDE_ENTRY);
+	return 1;
 }
 
 /* open_gate makes call c at depth d, of plan p, the task's entry call if
@@ -1180,19 +1194,12 @@ static __always_inline void finish_exit(void *ctx, __u64 ret, int kprobe)
 
 	if (outside_exit())
 		return;
-	key = kprobe ? bpf_get_func_ip(ctx) : bpf_get_attach_cookie(ctx);
+	key = kprobe ? bpf_get_func_ip(ctx) : (__u32)bpf_get_attach_cookie(ctx);
 	c = pop(key, kprobe, &d);
 	if (c)
 		finish(ctx, c, d, ret, kprobe);
 	else
 		exit_only(kprobe ? func_at(ctx, key) : key, ret);
-}
-
-/* plan_of finds a trampoline program's plan by its attach cookie. */
-static __always_inline const struct plan *plan_of(void *ctx, __u32 *func)
-{
-	*func = bpf_get_attach_cookie(ctx);
-	return bpf_map_lookup_elem(&plans, func);
 }
 
 /* kprobe_plan finds a kprobe program's plan by the function's address. */
@@ -1264,22 +1271,34 @@ static __always_inline void enter(void *ctx, struct call *c, __u32 d, const stru
 	}
 }
 
-SEC("fentry/trawl_placeholder")
-int fentry_capture(void *ctx)
+/* The trampoline programs take the gate's short way first (gated_out at
+ * entry; at exit, nothing while no gate is open), and trace a call in a
+ * function of their own, not inlined, so that the short way pays for no
+ * more registers than it uses. With --stack, entries trace inline:
+ * bpf_get_stackid unwinds every frame between the program and the traced
+ * function, and a BPF frame costs about 800 instructions (amd64-7.3). */
+
+/* fentry_call traces a call of plan index func at its entry. */
+static __always_inline void fentry_call(void *ctx, __u32 func)
 {
 	struct shadow *s;
 	const struct plan *p;
 	struct call *c;
-	__u32 func, d;
+	__u32 d;
 
-	p = plan_of(ctx, &func);
+	p = bpf_map_lookup_elem(&plans, &func);
 	if (p && (c = push(&s, &d, func, p)))
 		enter(ctx, c, d, p, 0);
+}
+
+static __noinline int fentry_call_apart(void *ctx, __u32 func)
+{
+	fentry_call(ctx, func);
 	return 0;
 }
 
-SEC("fexit/trawl_placeholder")
-int fexit_capture(void *ctx)
+/* trampoline_exit ends a call at its exit. */
+static __noinline int trampoline_exit(void *ctx)
 {
 	__u64 ret = 0;
 
@@ -1288,6 +1307,26 @@ int fexit_capture(void *ctx)
 	return 0;
 }
 
+SEC("fentry/trawl_placeholder")
+int fentry_capture(void *ctx)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+
+	if (gated_out(cookie))
+		return 0;
+	if (!want_stack)
+		return fentry_call_apart(ctx, cookie);
+	fentry_call(ctx, cookie);
+	return 0;
+}
+
+SEC("fexit/trawl_placeholder")
+int fexit_capture(void *ctx)
+{
+	if (entry_gate && !open_gates)
+		return 0; /* outside every entry call: see outside_exit */
+	return trampoline_exit(ctx);
+}
 
 /* kprobe_moved_slots reads the slots of a plan whose slots are not the
  * argument registers in order: from the registers, or from the stack for
@@ -1477,30 +1516,62 @@ static __always_inline void lean_exit(void *ctx, __u64 ret)
 
 /* Loaded through internal/kernel/rawbpf as fsession (7.0) or
  * fsession.multi (7.2, x86-64): cilium/ebpf v0.22 cannot attach either. */
-SEC("fsession/trawl_placeholder")
-int fsession_capture(void *ctx)
+/* fsession_call traces a call of plan index func at its entry. */
+static __always_inline void fsession_call(void *ctx, __u32 func)
 {
 	const struct plan *p;
 	struct call *c;
-	__u64 ret = 0;
-	__u32 func, d;
+	__u32 d;
 	int skip;
 
+	p = bpf_map_lookup_elem(&plans, &func);
+	if (p && (c = session_entry(ctx, func, p, &d, &skip)))
+		enter(ctx, c, d, p, 0);
+}
+
+static __noinline int fsession_call_apart(void *ctx, __u32 func)
+{
+	fsession_call(ctx, func);
+	return 0;
+}
+
+/* fsession_return ends a call at its exit. */
+static __noinline int fsession_return(void *ctx)
+{
+	__u64 ret = 0;
+
+	bpf_get_func_ret(ctx, &ret);
+	session_exit(ctx, ret, 0);
+	return 0;
+}
+
+SEC("fsession/trawl_placeholder")
+int fsession_capture(void *ctx)
+{
+	__u64 ret = 0, cookie;
+
 	if (bpf_session_is_return(ctx)) {
-		bpf_get_func_ret(ctx, &ret);
-		if (lean_stats)
+		if (lean_stats) {
+			bpf_get_func_ret(ctx, &ret);
 			lean_exit(ctx, ret);
-		else
-			session_exit(ctx, ret, 0);
-		return 0;
+			return 0;
+		}
+		if (entry_gate && !open_gates)
+			return 0; /* outside every entry call: see outside_exit */
+		return fsession_return(ctx);
 	}
 	if (lean_stats) {
 		lean_entry(ctx, bpf_get_attach_cookie(ctx));
 		return 0;
 	}
-	p = plan_of(ctx, &func);
-	if (p && (c = session_entry(ctx, func, p, &d, &skip)))
-		enter(ctx, c, d, p, 0);
+	/* A call left out keeps its session cookie 0, as the trampoline
+	 * clears it: its exit, if a gate opens meanwhile, pops nothing. */
+	cookie = bpf_get_attach_cookie(ctx);
+	if (gated_out(cookie))
+		return 0;
+	if (!want_stack)
+		return fsession_call_apart(ctx, cookie);
+	fsession_call(ctx, cookie);
 	return 0;
 }
 

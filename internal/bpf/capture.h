@@ -84,6 +84,14 @@ struct plan {
 	struct cap caps[MAX_CAPS];
 };
 
+/* The attach cookie of a trampoline program (fentry, fsession,
+ * tracing-multi) is its function's plan index, with bit COOKIE_ENTRY set
+ * for an --entry function: a call outside every entry call is known as
+ * such before its plan is read. */
+enum cookie_bit {
+	COOKIE_ENTRY = 32,
+};
+
 /* Flags of a record. */
 enum rec_flag {
 	REC_ENTRY = 1,     /* entry seen: slots and data are valid */

@@ -25,6 +25,12 @@ const (
 	CaptureCapKindCAP_PKT      CaptureCapKind = 7
 )
 
+type CaptureCookieBit uint32
+
+const (
+	CaptureCookieBitCOOKIE_ENTRY CaptureCookieBit = 32
+)
+
 type CaptureErrKind uint32
 
 const (

@@ -205,7 +205,7 @@ func (s *Session) plan(cfg Config) error {
 			s.flt.leaveOut(reason, fn.Name)
 			continue
 		}
-		t := backend.Target{ID: uint32(len(s.plans)), Plan: p, Filter: body}
+		t := backend.Target{ID: uint32(len(s.plans)), Plan: p, Filter: body, Entry: s.entries[fn]}
 		if err := s.show.target(&t); err != nil {
 			return err
 		}
