@@ -32,7 +32,7 @@ type Config struct {
 	// Patterns may then be empty. With Errors, only the error chains of
 	// entry calls that fail are sent (see Call.Chain): Errnos,
 	// ExceptErrnos and a Filter using ret then decide on the entry call's
-	// return, and MinDuration does not apply.
+	// return, and MinDuration on the entry call's duration.
 	Entries []string
 	// Backend is BackendAuto (see ChooseBackend), BackendFentry (5.17+,
 	// cookies 6.0+), BackendKprobeMulti (5.18+; arm64 6.14+ in practice),

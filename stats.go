@@ -52,7 +52,11 @@ type Stats struct {
 	Chains, MissChain uint64
 	// MissStack counts, with Config.Stack, the calls whose kernel stack
 	// the kernel's stack map could not take.
-	MissStack       uint64
+	MissStack uint64
+	// StaleGates counts, with Config.Entries, the entry calls whose exit
+	// was missed (their calls counted in MissExit): a later call of the
+	// same entry function, not nested in it, shut their task's gate.
+	StaleGates      uint64
 	RecursionMisses map[string]uint64
 	// Attached counts the functions attached; Skipped lists those left
 	// out (for the kprobe backends, addresses), by reason.

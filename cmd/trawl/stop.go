@@ -288,6 +288,9 @@ func summary(w io.Writer, st trawl.Stats) {
 	if st.OutsideEntry > 0 || st.Chains > 0 || st.MissChain > 0 {
 		fmt.Fprintf(w, "trawl: --entry: %d calls outside every entry call left out in the kernel, %d error chains, %d chain calls lost (chain buffer full)\n", st.OutsideEntry, st.Chains, st.MissChain)
 	}
+	if st.StaleGates > 0 {
+		fmt.Fprintf(w, "trawl: --entry: %d entry calls whose exit was missed, their gate shut by a later call\n", st.StaleGates)
+	}
 	if st.MissStack > 0 {
 		fmt.Fprintf(w, "trawl: --stack: %d calls without their kernel stack (stack map full or hash collision)\n", st.MissStack)
 	}

@@ -76,7 +76,8 @@ const pathWalk = "/^(do_filp_open|do_file_open|path_openat|link_path_walk|lookup
 // file fails with ENOTDIR, of a missing file with ENOENT. Each gives one
 // error chain, the entry and deeper calls, all failing, with exactly one
 // origin; the open that succeeds gives none. Each call's stack passes
-// through the system call entry.
+// through the system call entry and starts at the call's function. With
+// --min-duration, longer than any open, no chain comes.
 func TestWhyFailed(t *testing.T) {
 	guest.Require(t)
 	exe := os.Args[0]
@@ -116,6 +117,9 @@ func TestWhyFailed(t *testing.T) {
 					if !slices.ContainsFunc(c.Stack, isSyscallEntry) || slices.ContainsFunc(c.Stack, isBPF) {
 						t.Errorf("chain %d of %s: the stack of %s does not pass through the system call entry, or has BPF frames: %q", id, name, c.Func, c.Stack)
 					}
+					if len(c.Stack) == 0 || !strings.HasPrefix(c.Stack[0], c.Func+"+") {
+						t.Errorf("chain %d of %s: the stack of %s does not start at %[3]s: %q", id, name, c.Func, c.Stack)
+					}
 				}
 				if origins != 1 {
 					t.Errorf("chain %d of %s: %d origins:\n%s", id, name, origins, out)
@@ -140,6 +144,13 @@ func TestWhyFailed(t *testing.T) {
 				t.Errorf("no chain counts in the summary:\n%s", stderr)
 			}
 		})
+	}
+	// --min-duration applies to the entry call: no open takes an hour.
+	cmd := trawlCmd("-q", "--json", "--entry", openEntry, "--errors", "--min-duration", "1h", pathWalk,
+		"--", exe, opensArg, notDir, missing)
+	out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
+	if status != 0 || out != "" || !strings.Contains(stderr, " 0 error chains") {
+		t.Errorf("--min-duration 1h: status %d, want no chain:\n%s\n%s", status, out, stderr)
 	}
 }
 

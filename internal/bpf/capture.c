@@ -570,14 +570,53 @@ static __always_inline int gated_out(__u64 cookie)
 }
 
 /* open_gate makes call c at depth d, of plan p, the task's entry call if
- * p is an entry function and the gate is shut. */
-static __always_inline void open_gate(struct shadow *s, struct call *c, __u32 d, const struct plan *p)
+ * p is an entry function and the gate is shut. pos is the call's stack
+ * position (see stale_gate). */
+static __always_inline void open_gate(struct shadow *s, struct call *c, __u32 d, const struct plan *p, __u64 pos)
 {
 	if (p->flags & PLAN_ENTRY && !s->entry_at) {
 		s->entry_at = d + 1;
+		s->entry_func = c->func;
+		s->entry_pos = pos;
 		c->flags = CALL_ENTRY;
 		__sync_fetch_and_add(&open_gates, 1);
 	}
+}
+
+/* A gate goes stale when the exit of its entry call is missed (a
+ * recursion miss, a kretprobe the kernel had no room for): it would stay
+ * open for good, and the calls of the task traced as inside. A call's
+ * stack position is where the kernel stack stood at its entry: the stack
+ * pointer for kprobes, ctx (in the trampoline's frame) for trampolines.
+ * Stacks grow down, so a new call of the entry function at the position
+ * of the gate's entry call or above it is not nested in that call, which
+ * must have returned: stale_gate then shuts the gate and pops the calls
+ * left from it. Trampoline frames differ in size from one function to
+ * another, so only calls of the same function are compared; and only
+ * within STACK_SPAN of each other, so that a call on another stack (an
+ * interrupt's) is never taken for an outer one. */
+#define STACK_SPAN 16384
+
+static __always_inline void drop_chain(struct shadow *s);
+
+static __always_inline void stale_gate(struct shadow *s, __u32 func, __u64 pos)
+{
+	__u32 at = s->entry_at & ~GATE_REFUSED;
+	__u64 lo = s->entry_pos, hi = lo + STACK_SPAN;
+
+	/* Compared, not subtracted: for trampolines pos is ctx, a pointer,
+	 * on which the verifier allows no arithmetic; hi kept opaque, so
+	 * that the compiler does not make the two checks a subtraction. */
+	asm volatile("" : "+r"(hi));
+	if (!at || func != s->entry_func || pos < lo || pos >= hi)
+		return;
+	count(CNT_STALE_GATES);
+	count(CNT_MISS_EXIT);
+	if (s->chain_top)
+		drop_chain(s);
+	s->depth = at - 1;
+	s->entry_at = 0;
+	__sync_fetch_and_add(&open_gates, -1);
 }
 
 /* shut_gate shuts the gate once the task's stack popped its entry call. */
@@ -602,11 +641,11 @@ static __always_inline void refuse_entry(struct call *c)
 		s->entry_at |= GATE_REFUSED;
 }
 
-/* push starts a call of func, planned by p, on the task's shadow stack
- * and returns it, with its depth in *dp, or 0 when the call is not traced
- * (filtered, no storage or too deep). *sp is set once the shadow's depth
- * counts the call. */
-static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 func, const struct plan *p)
+/* push starts a call of func, planned by p, at stack position pos (see
+ * stale_gate), on the task's shadow stack and returns it, with its depth
+ * in *dp, or 0 when the call is not traced (filtered, no storage or too
+ * deep). *sp is set once the shadow's depth counts the call. */
+static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 func, const struct plan *p, __u64 pos)
 {
 	struct shadow *s;
 	struct call *c;
@@ -624,6 +663,8 @@ static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 fu
 		return 0;
 	}
 	*sp = s;
+	if (p->flags & PLAN_ENTRY && s->entry_at)
+		stale_gate(s, func, pos);
 	d = s->depth++;
 	if (d >= MAX_DEPTH) {
 		count(CNT_MISS_DEPTH);
@@ -633,7 +674,7 @@ static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 fu
 	c = &s->calls[slot_of(d)];
 	c->func = func;
 	c->flags = 0;
-	open_gate(s, c, d, p);
+	open_gate(s, c, d, p, pos);
 	c->nr_slots = p->nr_slots;
 	c->entry_ts = bpf_ktime_get_ns();
 	return c;
@@ -1002,8 +1043,9 @@ static __always_inline void exit_only(__u32 func, __u64 ret)
  * the chain's outermost call, or fails with another error number (NULL
  * counting as 0), starts a new chain: the old error was handled, or this
  * one appeared here. A caller that returns no error ends the chain.
- * When the entry call returns an error (and --errno and a --filter using
- * ret keep it), its chain is sent, origin first, so that the calls come
+ * When the entry call returns an error (and --errno, --min-duration, on
+ * the entry call's duration, and a --filter using ret keep it), its chain
+ * is sent, origin first, so that the calls come
  * in the order they ended; else the kept records are dropped, counted as
  * filtered at exit.
  * The buffer is bounded: MAX_DEPTH calls per task, and the map's size
@@ -1160,7 +1202,8 @@ static __always_inline void chain_exit(void *ctx, struct call *c, __u32 d, __u64
 			count(CNT_MISS_CHAIN);
 		return;
 	}
-	if (errno_passes(p, ret) && (filter_at != FILTER_AT_EXIT || trawl_filter(&f->rec))) {
+	if (errno_passes(p, ret) && f->rec.exit_ts - f->rec.entry_ts >= min_duration &&
+	    (filter_at != FILTER_AT_EXIT || trawl_filter(&f->rec))) {
 		send_chain(s, f, d);
 		s->chain_top = 0;
 		return;
@@ -1287,7 +1330,7 @@ static __always_inline void fentry_call(void *ctx, __u32 func)
 	__u32 d;
 
 	p = bpf_map_lookup_elem(&plans, &func);
-	if (p && (c = push(&s, &d, func, p)))
+	if (p && (c = push(&s, &d, func, p, (__u64)ctx)))
 		enter(ctx, c, d, p, 0);
 }
 
@@ -1365,7 +1408,7 @@ int kprobe_capture(void *ctx)
 	__u32 func, d;
 
 	p = kprobe_plan(ctx, ip, &func);
-	if (!p || !(c = push(&s, &d, func, p)))
+	if (!p || !(c = push(&s, &d, func, p, ctx_u64(ctx, REG_SP))))
 		return 0;
 	c->ip = ip;
 	kprobe_slots(ctx, c->slots, p);
@@ -1426,9 +1469,10 @@ extern _Bool bpf_session_is_return(void *ctx) __ksym;
 extern __u64 *bpf_session_cookie(void *ctx) __ksym;
 
 /* session_entry pushes a call for func and notes its depth in the
- * session cookie. It returns the call, with its depth in *dp, or 0 with
- * *skip set when the exit run is not needed. */
-static __always_inline struct call *session_entry(void *ctx, __u32 func, const struct plan *p, __u32 *dp, int *skip)
+ * session cookie (kprobe: of a kprobe.session program). It returns the
+ * call, with its depth in *dp, or 0 with *skip set when the exit run is
+ * not needed. */
+static __always_inline struct call *session_entry(void *ctx, __u32 func, const struct plan *p, __u32 *dp, int *skip, int kprobe)
 {
 	__u64 *cookie = bpf_session_cookie(ctx);
 	struct shadow *s = 0;
@@ -1438,7 +1482,7 @@ static __always_inline struct call *session_entry(void *ctx, __u32 func, const s
 	if (!cookie)
 		return 0;
 	*cookie = 0;
-	c = push(&s, dp, func, p);
+	c = push(&s, dp, func, p, kprobe ? ctx_u64(ctx, REG_SP) : (__u64)ctx);
 	if (!s)
 		return 0; /* filtered, or no task storage: nothing to pop */
 	*cookie = s->depth; /* depth + 1 of this call */
@@ -1525,7 +1569,7 @@ static __always_inline void fsession_call(void *ctx, __u32 func)
 	int skip;
 
 	p = bpf_map_lookup_elem(&plans, &func);
-	if (p && (c = session_entry(ctx, func, p, &d, &skip)))
+	if (p && (c = session_entry(ctx, func, p, &d, &skip, 0)))
 		enter(ctx, c, d, p, 0);
 }
 
@@ -1595,7 +1639,7 @@ int kprobe_session_capture(void *ctx)
 	p = kprobe_plan(ctx, bpf_get_func_ip(ctx), &func);
 	if (!p)
 		return 1;
-	c = session_entry(ctx, func, p, &d, &skip);
+	c = session_entry(ctx, func, p, &d, &skip, 1);
 	if (!c)
 		return skip;
 	kprobe_slots(ctx, c->slots, p);

@@ -166,7 +166,8 @@ struct shadow {
 	__u32 chain_top; /* --entry --errors: depth + 1 of the chain's outermost call, 0 for none */
 	__u32 origin;    /* the depth of the chain's origin */
 	__u32 chain_errno; /* the error number of the chain's calls, 0 for NULL */
-	__u32 pad;
+	__u32 entry_func;  /* --entry: the function of the call that opened the gate */
+	__u64 entry_pos;   /* and its stack position (see stale_gate in capture.c) */
 	struct call calls[MAX_DEPTH];
 };
 
@@ -211,6 +212,7 @@ enum counter {
 	CNT_CHAINS,       /* --entry --errors: error chains sent */
 	CNT_MISS_CHAIN,   /* calls of a chain lost: evicted from the chain buffer */
 	CNT_MISS_STACK,   /* --stack: entries whose stack the stack map could not take */
+	CNT_STALE_GATES,  /* --entry: gates shut because their entry call's exit was missed */
 	CNT_MAX,
 };
 

@@ -179,7 +179,8 @@ type CaptureShadow struct {
 	ChainTop   uint32
 	Origin     uint32
 	ChainErrno uint32
-	Pad        uint32
+	EntryFunc  uint32
+	EntryPos   uint64
 	Calls      [16]struct {
 		_       structs.HostLayout
 		EntryTs uint64

@@ -326,7 +326,8 @@ func (s *Session) arm(cat *kernel.Catalogue, cfg Config) error {
 	s.decoder = event.NewDecoder(s.plans, cfg.Values, sym)
 	s.decoder.Show(s.show.blocks)
 	if cfg.Stack {
-		s.stacks = &stackFrames{m: s.capture.Collection.Maps[bpf.CaptureMapStacks], sym: sym, cache: map[uint32][]string{}}
+		s.stacks = &stackFrames{m: s.capture.Collection.Maps[bpf.CaptureMapStacks], sym: sym, cache: map[uint32][]string{},
+			trampoline: s.Backend.Family == plan.Trampoline, started: map[startKey][]string{}}
 	}
 	return nil
 }
@@ -415,7 +416,7 @@ func (s *Session) Read(ctx context.Context, c *render.Call) error {
 		return err
 	}
 	if r.Stack != 0 && s.stacks != nil {
-		c.Stack = s.stacks.frames(r.Stack - 1)
+		c.Stack = s.stacks.startAt(r.Stack-1, s.plans[r.Func].Func)
 	}
 	return nil
 }

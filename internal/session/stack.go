@@ -5,6 +5,7 @@ package session
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/cilium/ebpf"
 
@@ -24,6 +25,15 @@ type stackFrames struct {
 	sym   *kernel.Symbolizer
 	cache map[uint32][]string
 	ips   [maxStack]uint64
+	// trampoline is set for the trampoline backends: see startAt.
+	trampoline bool
+	// started caches startAt's stacks by stack id and function.
+	started map[startKey][]string
+}
+
+type startKey struct {
+	id uint32
+	fn *kernel.Function
 }
 
 // configureStacks sizes the stack map and tells the program to take
@@ -72,4 +82,30 @@ func (s *stackFrames) frames(id uint32) []string {
 	}
 	s.cache[id] = frames
 	return frames
+}
+
+// startAt returns the stack of id, taken at the entry of a call of fn,
+// starting at fn, innermost first, as the kprobe backends' stacks do. A
+// trampoline runs before the function makes its frame, so the unwinder
+// starts at its caller: for the trampoline backends, startAt puts the
+// function first, at its entry ("name+0x0"), unless the stack has it.
+func (s *stackFrames) startAt(id uint32, fn *kernel.Function) []string {
+	frames := s.frames(id)
+	if !s.trampoline || frames == nil {
+		return frames
+	}
+	key := startKey{id, fn}
+	if f, ok := s.started[key]; ok {
+		return f
+	}
+	first := fn.Name + "+0x0"
+	if fn.Module != "" {
+		first += " [" + fn.Module + "]"
+	}
+	f := frames
+	if !strings.HasPrefix(frames[0], fn.Name+"+") {
+		f = append([]string{first}, frames...)
+	}
+	s.started[key] = f
+	return f
 }
