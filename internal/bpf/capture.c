@@ -506,9 +506,12 @@ static __noinline __u64 trawl_nr_caps(const struct plan *p)
  * opens the task's gate (shadow.entry_at), and the gate shuts when the
  * task's stack pops below it. open_gates counts the tasks whose gate is
  * open: while it is 0, as most of the time when entry calls are rare, a
- * call outside costs a plan lookup and a counter at entry and nothing at
- * exit; else a task storage lookup more at entry and at exit (none at exit
- * with the session backends). Never a ring buffer write. A task that dies
+ * call outside costs a counter at entry (and a plan lookup with kprobes;
+ * trampolines know an entry function by its attach cookie, see
+ * gated_out) and nothing at exit; else a plan and a task storage lookup
+ * at entry and one at exit (none at exit with the session backends).
+ * Never a ring buffer write. A gate its entry call's exit never shut is
+ * shut by a later entry call (stale_gate). A task that dies
  * inside an entry call leaves the count high, which costs time, never a
  * call. An entry call the entry filter refuses keeps its gate open but
  * refused (GATE_REFUSED), so that its exit still finds it. */
