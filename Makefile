@@ -91,7 +91,7 @@ BENCH_ARGS ?=
 bench: tools fetch bin/trawl-bench-amd64 bin/trawl-bench-arm64
 	@failed=; for k in $(KERNEL); do b=bin/trawl-bench-$${k%%-*}; \
 		case " $(BENCH_PARTS) " in *" calls "*) \
-			bin/vmrun -icount -kernel $$k $$b -skip-attach $(BENCH_ARGS) || failed="$$failed $$k(calls)";; esac; \
+			bin/vmrun -icount -kernel $$k $$b -skip-attach -skip-overview $(BENCH_ARGS) || failed="$$failed $$k(calls)";; esac; \
 		case " $(BENCH_PARTS) " in *" attach "*) \
 			bin/vmrun -timeout 60m -kernel $$k -bpftrace $$b -skip-calls $(BENCH_ARGS) || failed="$$failed $$k(attach)";; esac; \
 	done; test -z "$$failed" || { echo "bench failed on:$$failed"; exit 1; }

@@ -6,8 +6,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -59,6 +62,12 @@ type attachResult struct {
 	// kernelMem is how much kernel memory the open session holds, in
 	// bytes (-1: unknown).
 	kernelMem int64
+	// peakRSS is the process's peak resident memory while Open ran, in
+	// bytes (-1: unknown).
+	peakRSS int64
+	// steps are Open's steps and their times, as `trawl --debug` logs
+	// them.
+	steps string
 	// skipped are the selected functions left out, by reason.
 	skipped map[string][]string
 }
@@ -86,8 +95,10 @@ func (p *predictor) add(n int, open time.Duration) {
 }
 
 // attachOnce opens a session on patterns with backend b and closes it,
-// timing the selection alone, Open (selection included) and Close.
-func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns []string) (attachResult, error) {
+// timing the selection alone, Open (selection included) and Close. With
+// a heapProfile file name, it writes the heap profile there while the
+// session is open.
+func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns []string, heapProfile string) (attachResult, error) {
 	var r attachResult
 	start := time.Now()
 	sel, err := selector.Select(cat, patterns)
@@ -98,15 +109,28 @@ func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns [
 	r.selected = len(sel.Selected)
 
 	memBefore, memErr := kernelMemory()
+	rssErr := resetPeakRSS()
+	steps.take()
 	start = time.Now()
 	s, err := trawl.Open(ctx, trawl.Config{Patterns: patterns, Backend: b, Progress: progress(b, start)})
 	if err != nil {
 		return r, err
 	}
 	r.open = time.Since(start)
+	r.steps = steps.take()
+	r.peakRSS = -1
+	if rss, err := peakRSS(); err == nil && rssErr == nil {
+		r.peakRSS = rss
+	}
 	r.kernelMem = -1
 	if memAfter, err := kernelMemory(); err == nil && memErr == nil {
 		r.kernelMem = memAfter - memBefore
+	}
+	if heapProfile != "" {
+		if err := writeHeapProfile(heapProfile); err != nil {
+			s.Close()
+			return r, fmt.Errorf("write the heap profile: %w", err)
+		}
 	}
 	st, err := s.Stats()
 	r.attached, r.skipped = st.Attached, st.Skipped
@@ -152,20 +176,22 @@ func progress(b string, start time.Time) func(attached, skipped, total int) {
 }
 
 // benchAttach measures attaching sizes functions with every backend and
-// prints the table. names are what eligible returns. A size runs only
-// when the open time per function at the previous size predicts it takes
-// less than budget: backends that load a program per function are far too
-// slow under TCG for thousands.
-func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []string, sizes []int, budget time.Duration) error {
+// prints the table, then the floor table (see benchFloor). names are what
+// eligible returns. A size runs only when the open time per function at
+// the previous size predicts it takes less than budget: backends that load
+// a program per function are far too slow under TCG for thousands. With a
+// heapDir, each open session's heap profile goes there.
+func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []string, sizes []int, budget time.Duration, heapDir string) error {
 	allPatterns := []string{"*"}
 	all, err := selector.Select(cat, allPatterns)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("### Attach\n\n")
-	fmt.Printf("trawl.Open on N functions picked evenly from the %d vmlinux functions that are traceable, have a prototype and an address, and are not on the deny list, as one regexp pattern; then Close. \"all\" is the pattern `*` (%d functions, modules included). Open includes selecting (also shown alone), planning, loading and attaching. Kernel memory is how much slab, vmalloc and per-CPU memory (/proc/meminfo) grew from before Open to after it. One run each; a size is not run when the time per function between the previous two sizes predicts more than %s.\n\n", len(names), len(all.Selected), budget)
-	fmt.Println("| backend | N | selected | attached | select | open | open per added function | close | kernel memory |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("trawl.Open on N functions picked evenly from the %d vmlinux functions that are traceable, have a prototype and an address, and are not on the deny list, as one regexp pattern; then Close. \"all\" is the pattern `*` (%d functions, modules included). Open includes selecting (also shown alone), planning, loading and attaching. Kernel memory is how much slab, vmalloc and per-CPU memory (/proc/meminfo) grew from before Open to after it; peak RSS is the bench process's peak resident memory (VmHWM, reset before Open) while Open ran, the catalogue it holds included. One run each; a size is not run when the time per function between the previous two sizes predicts more than %s.\n\n", len(names), len(all.Selected), budget)
+	fmt.Println("| backend | N | selected | attached | select | open | open per added function | close | kernel memory | peak RSS |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	var floors []floorRow
 	for _, b := range backends {
 		var p predictor
 		for _, n := range sizes {
@@ -177,25 +203,33 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []s
 				patterns, want = []string{patternFor(pick(names, n))}, min(n, len(names))
 			}
 			if est := p.estimate(want); est > budget {
-				fmt.Printf("| %s | %s | %d | | | not run: about %s predicted | | | |\n", b, label, want, round(est))
+				fmt.Printf("| %s | %s | %d | | | not run: about %s predicted | | | | |\n", b, label, want, round(est))
 				continue
 			}
-			r, err := attachOnce(ctx, cat, b, patterns)
+			profile := ""
+			if heapDir != "" {
+				profile = filepath.Join(heapDir, fmt.Sprintf("heap-%s-%s.pprof", b, label))
+			}
+			r, err := attachOnce(ctx, cat, b, patterns, profile)
 			if err != nil && notSupported(err) && p.perFunc == 0 {
-				fmt.Printf("| %s | | | | | not supported by this kernel (%s) | | | |\n", b, oneLine(err))
+				fmt.Printf("| %s | | | | | not supported by this kernel (%s) | | | | |\n", b, oneLine(err))
 				break
 			}
 			if err != nil {
-				fmt.Printf("| %s | %s | %d | | | error: %s | | | |\n", b, label, r.selected, oneLine(err))
+				fmt.Printf("| %s | %s | %d | | | error: %s | | | | |\n", b, label, r.selected, oneLine(err))
 				fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: %v\n", b, label, err)
 				break
 			}
 			p.add(r.attached, r.open)
-			fmt.Printf("| %s | %s | %d | %d | %s | %s | %s | %s | %s |\n", b, label, r.selected, r.attached, round(r.sel), round(r.open), round(p.perFunc), round(r.close), megabytes(r.kernelMem))
-			fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: open %s, close %s, %d attached\n", b, label, round(r.open), round(r.close), r.attached)
+			fmt.Printf("| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", b, label, r.selected, r.attached, round(r.sel), round(r.open), round(p.perFunc), round(r.close), megabytes(r.kernelMem), megabytes(r.peakRSS))
+			fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: open %s (%s), close %s, %d attached, peak RSS %s\n", b, label, round(r.open), r.steps, round(r.close), r.attached, megabytes(r.peakRSS))
+			if n == allFunctions && hasFloor(b) {
+				floors = append(floors, benchFloor(cat, b, r))
+			}
 		}
 	}
 	fmt.Println()
+	printFloor(floors)
 	return nil
 }
 
@@ -206,4 +240,46 @@ func oneLine(err error) string {
 		s = s[:200] + "..."
 	}
 	return strings.ReplaceAll(s, "|", "\\|")
+}
+
+// resetPeakRSS returns what the garbage collector can to the system and
+// resets the process's peak resident memory (VmHWM) to its current
+// resident memory (clear_refs, Linux 4.0), so that peakRSS then tells the
+// peak of what runs in between.
+func resetPeakRSS() error {
+	debug.FreeOSMemory()
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}
+
+// peakRSS returns the process's peak resident memory (VmHWM) in bytes.
+func peakRSS() (int64, error) {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb); err != nil {
+				return 0, fmt.Errorf("read VmHWM %q: %w", v, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/self/status")
+}
+
+// writeHeapProfile writes the heap profile of the live objects into file
+// (go tool pprof reads it).
+func writeHeapProfile(file string) error {
+	runtime.GC()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

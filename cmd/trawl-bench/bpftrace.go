@@ -123,7 +123,7 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, load time.D
 			return measured{r: best}
 		}
 		trawlRun := run(0, "trawl fentry", func() (attachResult, error) {
-			return attachOnce(ctx, cat, trawl.BackendFentry, []string{patternFor(set)})
+			return attachOnce(ctx, cat, trawl.BackendFentry, []string{patternFor(set)}, "")
 		})
 		var skipped []string
 		for reason, fns := range trawlRun.r.skipped {

@@ -9,6 +9,11 @@
 //   - fentry vs bpftrace: trawl's fentry backend against Debian's bpftrace
 //     (shared into the guest by `vmrun -bpftrace`) attaching kfunc probes
 //     one by one to the same N functions;
+//   - attach against the floor: for every function, the open time of the
+//     backends that attach with one link set against creating the same
+//     links for empty programs;
+//   - overview: a workload's slowdown under trawl counting every function
+//     in the kernel and under bpftrace's kprobe:* count;
 //   - per call: the cost of trawl's capture program on a cheap function
 //     with scalar arguments, against an empty program of the same attach
 //     type and against no program at all, measured in the same run.
@@ -52,6 +57,10 @@ type options struct {
 	skipCalls  bool
 	skipVs     bool
 	vsRounds   int
+	heapDir    string
+	skipOver   bool
+	overLoops  int
+	overRounds int
 }
 
 func main() {
@@ -65,6 +74,10 @@ func main() {
 	flag.BoolVar(&o.skipCalls, "skip-calls", false, "skip the per-call measurements")
 	flag.BoolVar(&o.skipVs, "skip-bpftrace", false, "skip comparing trawl's fentry attach with bpftrace's")
 	flag.IntVar(&o.vsRounds, "bpftrace-rounds", 2, "runs of each fentry vs bpftrace measurement; the fastest counts")
+	flag.StringVar(&o.heapDir, "heap-profiles", "", "write the heap profile of each open attach session into this `dir`ectory, as heap-BACKEND-N.pprof")
+	flag.BoolVar(&o.skipOver, "skip-overview", false, "skip timing a workload under trawl --stats '*' and bpftrace kprobe:*")
+	flag.IntVar(&o.overLoops, "overview-loops", 100, "loops of the overview workload")
+	flag.IntVar(&o.overRounds, "overview-rounds", 3, "runs of the overview workload per tracer; the fastest counts")
 	flag.Parse()
 	o.backends = strings.Split(*backends, ",")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -109,7 +122,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		names := eligible(cat)
-		if err := benchAttach(ctx, cat, o.backends, names, ns, o.budget); err != nil {
+		if err := benchAttach(ctx, cat, o.backends, names, ns, o.budget, o.heapDir); err != nil {
 			return err
 		}
 		if !o.skipVs && slices.Contains(o.backends, trawl.BackendFentry) {
@@ -119,6 +132,14 @@ func run(ctx context.Context, o options) error {
 			if err := benchVersusBpftrace(ctx, cat, loadTime, names, ns, o.budget, o.vsRounds); err != nil {
 				return err
 			}
+		}
+	}
+	if !o.skipOver {
+		if o.overLoops < 1 || o.overRounds < 1 {
+			return fmt.Errorf("-overview-loops and -overview-rounds must be at least 1")
+		}
+		if err := benchOverview(ctx, o.overLoops, o.overRounds); err != nil {
+			return err
 		}
 	}
 	fmt.Printf("Total bench time: %s.\n", round(time.Since(start)))

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/kernel/rawbpf"
+	"github.com/trawl-dev/trawl/internal/selector"
+)
+
+// floorBackends are the backends that attach every function with one
+// link (or one pair), whose open time the bench sets against creating the
+// same links for empty programs: the kernel's floor.
+var floorBackends = []string{trawl.BackendKprobeMulti, trawl.BackendKprobeSession, trawl.BackendTracingMulti}
+
+// emptyLinks loads empty programs of backend b's attach types and creates
+// b's links for them: kretprobe.multi and kprobe.multi, or kprobe.session,
+// on addrs; fsession.multi on ids. No cookies: an empty program reads
+// none. It returns the links and programs, to be closed in order.
+func emptyLinks(b string, addrs []uintptr, ids []btf.TypeID) ([]io.Closer, error) {
+	opts := link.KprobeMultiOptions{Addresses: addrs}
+	switch b {
+	case trawl.BackendKprobeMulti:
+		ret := true
+		return attachEmpty("", func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
+			if ret {
+				ret = false
+				return link.KretprobeMulti(p, opts)
+			}
+			return link.KprobeMulti(p, opts)
+		}, ebpf.Kprobe, ebpf.AttachTraceKprobeMulti, ebpf.AttachTraceKprobeMulti)
+	case trawl.BackendKprobeSession:
+		opts.Session = true
+		return attachEmpty("", func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
+			return link.KprobeMulti(p, opts)
+		}, ebpf.Kprobe, ebpf.AttachTraceKprobeSession)
+	case trawl.BackendTracingMulti:
+		return attachRaw(rawbpf.AttachTraceFSessionMulti, 0, func(p *ebpf.Program) (link.Link, error) {
+			return rawbpf.AttachTracingMulti(p, rawbpf.AttachTraceFSessionMulti, ids, nil)
+		})
+	}
+	return nil, fmt.Errorf("the bench has no empty links for backend %s", b)
+}
+
+// floorTargets returns the addresses (kprobe backends) or BTF ids
+// (tracing-multi) that trawl attached backend b to: those of the selected
+// functions, less the functions and addresses trawl skipped.
+func floorTargets(b string, sel []*kernel.Function, skipped map[string][]string) (addrs []uintptr, ids []btf.TypeID, funcs int) {
+	left := map[string]bool{}
+	for _, items := range skipped {
+		for _, it := range items {
+			left[it] = true
+		}
+	}
+	for _, fn := range sel {
+		if left[fn.Name] {
+			continue
+		}
+		if b == trawl.BackendTracingMulti {
+			if fn.Module == "" && fn.BTFID != 0 {
+				ids = append(ids, fn.BTFID)
+				funcs++
+			}
+			continue
+		}
+		n := len(addrs)
+		for _, a := range fn.Addrs {
+			if !left[fmt.Sprintf("%#x", a)] {
+				addrs = append(addrs, uintptr(a))
+			}
+		}
+		if len(addrs) > n {
+			funcs++
+		}
+	}
+	return addrs, ids, funcs
+}
+
+// floorResult is one measurement of the empty links.
+type floorResult struct {
+	funcs       int
+	open, close time.Duration
+	kernelMem   int64
+}
+
+// floorOnce creates backend b's links for empty programs on the functions
+// trawl attached (sel less skipped) and closes them, timing both.
+func floorOnce(b string, sel []*kernel.Function, skipped map[string][]string) (floorResult, error) {
+	addrs, ids, funcs := floorTargets(b, sel, skipped)
+	r := floorResult{funcs: funcs, kernelMem: -1}
+	memBefore, memErr := kernelMemory()
+	start := time.Now()
+	closers, err := emptyLinks(b, addrs, ids)
+	if err != nil {
+		return r, err
+	}
+	r.open = time.Since(start)
+	if memAfter, err := kernelMemory(); err == nil && memErr == nil {
+		r.kernelMem = memAfter - memBefore
+	}
+	fmt.Fprintf(os.Stderr, "trawl-bench: %s floor: %d functions in %s\n", b, funcs, round(r.open))
+	start = time.Now()
+	err = closeAll(closers)
+	r.close = time.Since(start)
+	return r, err
+}
+
+// floorRow is one row of the floor table: trawl on every function with a
+// backend, and the empty links on the same functions.
+type floorRow struct {
+	backend string
+	trawl   attachResult
+	floor   floorResult
+	err     error
+}
+
+// printFloor prints the table of trawl's open time against the floor's.
+func printFloor(rows []floorRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Printf("### Attach against the kernel's floor\n\n")
+	fmt.Printf("For \"all\" above, on the backends that attach every function with one link: the same links (kretprobe.multi + kprobe.multi, kprobe.session, fsession.multi) created right after for empty programs (`return 0`, no cookies) on the addresses or BTF ids trawl attached (the selection less what trawl skipped), timed from loading the programs to the last link. ratio: trawl open / floor open, target at most 1.2. Steps: where trawl.Open spent its time (the steps `trawl --debug` logs).\n\n")
+	fmt.Println("| backend | functions (trawl) | functions (floor) | trawl open | floor open | ratio | trawl close | floor close | trawl kernel memory | floor kernel memory | trawl steps |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		if r.err != nil {
+			fmt.Printf("| %s | %d | | %s | error: %s | | | | | | |\n", r.backend, r.trawl.attached, round(r.trawl.open), oneLine(r.err))
+			continue
+		}
+		fmt.Printf("| %s | %d | %d | %s | %s | %.2f | %s | %s | %s | %s | %s |\n", r.backend, r.trawl.attached, r.floor.funcs,
+			round(r.trawl.open), round(r.floor.open), r.trawl.open.Seconds()/r.floor.open.Seconds(),
+			round(r.trawl.close), round(r.floor.close), megabytes(r.trawl.kernelMem), megabytes(r.floor.kernelMem), r.trawl.steps)
+	}
+	fmt.Println()
+}
+
+// benchFloor measures the floor of backend b for the all-functions run r
+// of the pattern "*".
+func benchFloor(cat *kernel.Catalogue, b string, r attachResult) floorRow {
+	row := floorRow{backend: b, trawl: r}
+	sel, err := selector.Select(cat, []string{"*"})
+	if err != nil {
+		row.err = err
+		return row
+	}
+	row.floor, row.err = floorOnce(b, sel.Selected, r.skipped)
+	return row
+}
+
+// stepLog collects the open steps trawl.Open logs at debug level (what
+// `trawl --debug` prints), and passes other records to the default
+// handler it wraps.
+type stepLog struct {
+	slog.Handler
+	mu    sync.Mutex
+	steps []string
+}
+
+func (h *stepLog) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelDebug
+}
+
+func (h *stepLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message != "open step" {
+		if !h.Handler.Enabled(ctx, r.Level) {
+			return nil
+		}
+		return h.Handler.Handle(ctx, r)
+	}
+	var step, took string
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "step":
+			step = a.Value.String()
+		case "took":
+			took = round(a.Value.Duration()).String()
+		}
+		return true
+	})
+	h.mu.Lock()
+	h.steps = append(h.steps, step+" "+took)
+	h.mu.Unlock()
+	return nil
+}
+
+// take returns the steps logged since the last call, comma-separated.
+func (h *stepLog) take() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := strings.Join(h.steps, ", ")
+	h.steps = nil
+	return s
+}
+
+// steps collects trawl.Open's step times for the attach tables.
+var steps = &stepLog{Handler: slog.NewTextHandler(os.Stderr, nil)}
+
+func init() { slog.SetDefault(slog.New(steps)) }
+
+// hasFloor reports whether the floor table has a row for backend b.
+func hasFloor(b string) bool { return slices.Contains(floorBackends, b) }

@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/internal/vmtest/guest"
+)
+
+// overviewScript is bpftrace's answer to the overview job: every kprobe,
+// each call counted per function in the kernel.
+const overviewScript = "kprobe:* { @[func] = count(); }"
+
+// workload runs loops of what `trawl --workload` does: write, read and
+// stat files, a pipe, a loopback TCP exchange.
+func workload(loops int) error {
+	dir, err := os.MkdirTemp("", "trawl-bench-workload-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	for range loops {
+		if err := workloadOnce(dir); err != nil {
+			return fmt.Errorf("workload: %w", err)
+		}
+	}
+	return nil
+}
+
+func workloadOnce(dir string) error {
+	path := filepath.Join(dir, "hello.txt")
+	if err := os.WriteFile(path, []byte("hello from trawl\n"), 0o640); err != nil {
+		return err
+	}
+	if _, err := os.ReadFile(path); err != nil {
+		return err
+	}
+	os.Stat(filepath.Join(dir, "missing"))
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	w.Write([]byte("ping"))
+	r.Read(make([]byte, 4))
+	r.Close()
+	w.Close()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c)
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("hello")); err != nil {
+		return err
+	}
+	_, err = io.ReadFull(c, make([]byte, 5))
+	return err
+}
+
+// timeWorkload runs the workload rounds times and returns the fastest
+// run: host load only ever slows a run down.
+func timeWorkload(loops, rounds int) (time.Duration, error) {
+	var best time.Duration
+	for k := range rounds {
+		start := time.Now()
+		if err := workload(loops); err != nil {
+			return 0, err
+		}
+		if d := time.Since(start); k == 0 || d < best {
+			best = d
+		}
+	}
+	return best, nil
+}
+
+// overviewResult is the workload's time under one tracer.
+type overviewResult struct {
+	attach, run time.Duration
+	// what says what was attached and counted.
+	what string
+	why  string // why there is no measurement
+}
+
+// benchOverview times the workload untraced, under trawl counting every
+// function in the kernel (Config.Aggregate, what `trawl --stats '*'`
+// runs, the backend auto picks) and under bpftrace's kprobe:* count, and
+// prints the slowdowns.
+func benchOverview(ctx context.Context, loops, rounds int) error {
+	fmt.Printf("### The overview job: every function counted, against bpftrace\n\n")
+	base, err := timeWorkload(loops, rounds)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "trawl-bench: overview: untraced workload %s\n", round(base))
+	tr := overviewTrawl(ctx, loops, rounds)
+	bt := overviewBpftrace(ctx, loops, rounds)
+	fmt.Printf("A fixed workload, %d loops of what `trawl --workload` does (write, read and stat a file, a pipe, a loopback TCP connection), timed untraced, under trawl.Open of `*` with Config.Aggregate (what `trawl --stats '*'` runs: calls, errors and a latency histogram per function, counted in the kernel; backend auto) and under bpftrace `%s`, in this order in one guest run. Each time is the fastest of %d runs of the workload while the tracer is attached. slowdown: traced time / untraced time; target: trawl's below bpftrace's.\n\n", loops, overviewScript, rounds)
+	fmt.Println("| tracer | attached | attach time | workload time | slowdown |")
+	fmt.Println("|---|---|---|---|---|")
+	fmt.Printf("| none | | | %s | 1.00 |\n", round(base))
+	for _, r := range []struct {
+		name string
+		overviewResult
+	}{{"trawl --stats '*'", tr}, {"bpftrace " + overviewScript, bt}} {
+		if r.why != "" {
+			fmt.Printf("| %s | %s | | | |\n", r.name, r.why)
+			continue
+		}
+		fmt.Printf("| %s | %s | %s | %s | %.2f |\n", r.name, r.what, round(r.attach), round(r.run), r.run.Seconds()/base.Seconds())
+	}
+	fmt.Println()
+	return nil
+}
+
+// overviewTrawl times the workload under trawl counting every function.
+func overviewTrawl(ctx context.Context, loops, rounds int) overviewResult {
+	start := time.Now()
+	s, err := trawl.Open(ctx, trawl.Config{Patterns: []string{"*"}, Aggregate: true, Progress: progress("overview", start)})
+	if err != nil {
+		return overviewResult{why: "error: " + oneLine(err)}
+	}
+	defer s.Close()
+	r := overviewResult{attach: time.Since(start)}
+	if r.run, err = timeWorkload(loops, rounds); err != nil {
+		return overviewResult{why: "error: " + oneLine(err)}
+	}
+	st, err := s.Stats()
+	if err != nil {
+		return overviewResult{why: "error: " + oneLine(err)}
+	}
+	r.what = fmt.Sprintf("%d functions (%s), %d calls counted, %d dropped", st.Attached, s.Backend, st.Counted, st.Drops)
+	fmt.Fprintf(os.Stderr, "trawl-bench: overview: trawl attached in %s, workload %s\n", round(r.attach), round(r.run))
+	return r
+}
+
+// overviewBpftrace times the workload under bpftrace's kprobe:* count.
+// bpftrace runs until the workload is done, then gets SIGINT.
+func overviewBpftrace(ctx context.Context, loops, rounds int) overviewResult {
+	cmd, err := guest.Bpftrace()
+	if err == nil {
+		_, err = os.Stat(cmd[0])
+	}
+	if err != nil {
+		return overviewResult{why: "not available: " + oneLine(err)}
+	}
+	c := exec.CommandContext(ctx, cmd[0], append(slices.Clone(cmd[1:]), "-e", overviewScript)...)
+	c.Env = append(os.Environ(), notifyAttached+"=1", "BPFTRACE_MAX_PROBES=1000000", "BPFTRACE_MAX_BPF_PROGS=1000000")
+	var stdout bytes.Buffer
+	c.Stdout = &stdout
+	stderr, err := c.StderrPipe()
+	if err != nil {
+		return overviewResult{why: "error: " + oneLine(err)}
+	}
+	start := time.Now()
+	if err := c.Start(); err != nil {
+		return overviewResult{why: "error: " + oneLine(err)}
+	}
+	// attached gets nil once bpftrace says its probes are attached, or
+	// why it never will.
+	attached := make(chan error, 1)
+	// messages are bpftrace's other lines on stderr, to be read once
+	// done is closed.
+	var messages []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lines := bufio.NewScanner(stderr)
+		said := false
+		for lines.Scan() {
+			if lines.Text() == notifyAttached && !said {
+				said = true
+				attached <- nil
+				continue
+			}
+			messages = append(messages, lines.Text())
+		}
+		if !said {
+			attached <- fmt.Errorf("bpftrace exited without attaching its probes")
+		}
+	}()
+	fail := func(err error) overviewResult {
+		c.Process.Kill()
+		<-done
+		c.Wait()
+		return overviewResult{why: "error: " + oneLine(fmt.Errorf("%w: %s", err, strings.Join(messages, " / ")))}
+	}
+	if err := <-attached; err != nil {
+		return fail(err)
+	}
+	r := overviewResult{attach: time.Since(start)}
+	fmt.Fprintf(os.Stderr, "trawl-bench: overview: bpftrace attached in %s\n", round(r.attach))
+	if r.run, err = timeWorkload(loops, rounds); err != nil {
+		return fail(err)
+	}
+	c.Process.Signal(syscall.SIGINT)
+	<-done
+	if err := c.Wait(); err != nil {
+		return overviewResult{why: "error: " + oneLine(fmt.Errorf("bpftrace: %w: %s", err, strings.Join(messages, " / ")))}
+	}
+	// "Attaching N probes...", then the map, one "@[func]: count" line
+	// per function called.
+	var probes int
+	fmt.Sscanf(stdout.String(), "Attaching %d probes", &probes)
+	r.what = fmt.Sprintf("%d probes, %d functions called", probes, strings.Count(stdout.String(), "\n@["))
+	return r
+}
