@@ -69,7 +69,7 @@ type attachResult struct {
 	// them.
 	steps string
 	// skipped are the selected functions left out, by reason.
-	skipped map[string][]string
+	skipped trawl.Skips
 }
 
 // predictor tells, from the sizes measured so far, how long opening a
@@ -96,9 +96,9 @@ func (p *predictor) add(n int, open time.Duration) {
 
 // attachOnce opens a session on patterns with backend b and closes it,
 // timing the selection alone, Open (selection included) and Close. With
-// a heapProfile file name, it writes the heap profile there while the
-// session is open.
-func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns []string, heapProfile string) (attachResult, error) {
+// a profiles prefix, it writes the CPU profile of Open to prefix-cpu.pprof
+// and the heap profile of the open session to prefix-heap.pprof.
+func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns []string, profiles string) (attachResult, error) {
 	var r attachResult
 	start := time.Now()
 	sel, err := selector.Select(cat, patterns)
@@ -111,12 +111,20 @@ func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns [
 	memBefore, memErr := kernelMemory()
 	rssErr := resetPeakRSS()
 	steps.take()
-	start = time.Now()
-	s, err := trawl.Open(ctx, trawl.Config{Patterns: patterns, Backend: b, Progress: progress(b, start)})
+	stopCPU, err := startCPUProfile(profiles)
 	if err != nil {
 		return r, err
 	}
+	start = time.Now()
+	s, err := trawl.Open(ctx, trawl.Config{Patterns: patterns, Backend: b, Progress: progress(b, start)})
 	r.open = time.Since(start)
+	if cerr := stopCPU(); err == nil && cerr != nil {
+		s.Close()
+		err = cerr
+	}
+	if err != nil {
+		return r, err
+	}
 	r.steps = steps.take()
 	r.peakRSS = -1
 	if rss, err := peakRSS(); err == nil && rssErr == nil {
@@ -126,8 +134,8 @@ func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns [
 	if memAfter, err := kernelMemory(); err == nil && memErr == nil {
 		r.kernelMem = memAfter - memBefore
 	}
-	if heapProfile != "" {
-		if err := writeHeapProfile(heapProfile); err != nil {
+	if profiles != "" {
+		if err := writeHeapProfile(profiles + "-heap.pprof"); err != nil {
 			s.Close()
 			return r, fmt.Errorf("write the heap profile: %w", err)
 		}
@@ -180,8 +188,9 @@ func progress(b string, start time.Time) func(attached, skipped, total int) {
 // eligible returns. A size runs only when the open time per function at
 // the previous size predicts it takes less than budget: backends that load
 // a program per function are far too slow under TCG for thousands. With a
-// heapDir, each open session's heap profile goes there.
-func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []string, sizes []int, budget time.Duration, heapDir string) error {
+// profileDir, the CPU profile of each Open and the heap profile of each
+// open session go there. The floor table measures floorRounds rounds.
+func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []string, sizes []int, budget time.Duration, profileDir string, floorRounds int) error {
 	allPatterns := []string{"*"}
 	all, err := selector.Select(cat, allPatterns)
 	if err != nil {
@@ -207,8 +216,8 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []s
 				continue
 			}
 			profile := ""
-			if heapDir != "" {
-				profile = filepath.Join(heapDir, fmt.Sprintf("heap-%s-%s.pprof", b, label))
+			if profileDir != "" {
+				profile = filepath.Join(profileDir, b+"-"+label)
 			}
 			r, err := attachOnce(ctx, cat, b, patterns, profile)
 			if err != nil && notSupported(err) && p.perFunc == 0 {
@@ -223,8 +232,11 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []s
 			p.add(r.attached, r.open)
 			fmt.Printf("| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", b, label, r.selected, r.attached, round(r.sel), round(r.open), round(p.perFunc), round(r.close), megabytes(r.kernelMem), megabytes(r.peakRSS))
 			fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: open %s (%s), close %s, %d attached, peak RSS %s\n", b, label, round(r.open), r.steps, round(r.close), r.attached, megabytes(r.peakRSS))
+			for _, line := range r.skipped.Summary(3) {
+				fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: skipped %s\n", b, label, line)
+			}
 			if n == allFunctions && hasFloor(b) {
-				floors = append(floors, benchFloor(cat, b, r))
+				floors = append(floors, benchFloor(ctx, cat, b, r, floorRounds))
 			}
 		}
 	}
@@ -267,6 +279,26 @@ func peakRSS() (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmHWM in /proc/self/status")
+}
+
+// startCPUProfile starts profiling the CPU into prefix-cpu.pprof, and
+// returns the function that stops it. An empty prefix profiles nothing.
+func startCPUProfile(prefix string) (stop func() error, err error) {
+	if prefix == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(prefix + "-cpu.pprof")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 // writeHeapProfile writes the heap profile of the live objects into file

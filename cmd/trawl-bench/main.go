@@ -48,19 +48,20 @@ var allBackends = slices.DeleteFunc(slices.Clone(trawl.Backends), func(b string)
 
 // options are the command's flags.
 type options struct {
-	sizes      string
-	backends   []string
-	budget     time.Duration
-	rounds     int
-	callTarget time.Duration
-	skipAttach bool
-	skipCalls  bool
-	skipVs     bool
-	vsRounds   int
-	heapDir    string
-	skipOver   bool
-	overLoops  int
-	overRounds int
+	sizes       string
+	backends    []string
+	budget      time.Duration
+	rounds      int
+	callTarget  time.Duration
+	skipAttach  bool
+	skipCalls   bool
+	skipVs      bool
+	vsRounds    int
+	profileDir  string
+	floorRounds int
+	skipOver    bool
+	overLoops   int
+	overRounds  int
 }
 
 func main() {
@@ -74,7 +75,8 @@ func main() {
 	flag.BoolVar(&o.skipCalls, "skip-calls", false, "skip the per-call measurements")
 	flag.BoolVar(&o.skipVs, "skip-bpftrace", false, "skip comparing trawl's fentry attach with bpftrace's")
 	flag.IntVar(&o.vsRounds, "bpftrace-rounds", 2, "runs of each fentry vs bpftrace measurement; the fastest counts")
-	flag.StringVar(&o.heapDir, "heap-profiles", "", "write the heap profile of each open attach session into this `dir`ectory, as heap-BACKEND-N.pprof")
+	flag.StringVar(&o.profileDir, "profiles", "", "write the CPU profile of each trawl.Open of the attach bench, and the heap profile of the open session, into this `dir`ectory, as BACKEND-N-cpu.pprof and BACKEND-N-heap.pprof")
+	flag.IntVar(&o.floorRounds, "floor-rounds", 1, "rounds of trawl and the empty links in turn on every function, for the floor table; the fastest of each counts")
 	flag.BoolVar(&o.skipOver, "skip-overview", false, "skip timing a workload under trawl --stats '*' and bpftrace kprobe:*")
 	flag.IntVar(&o.overLoops, "overview-loops", 100, "loops of the overview workload")
 	flag.IntVar(&o.overRounds, "overview-rounds", 3, "runs of the overview workload per tracer; the fastest counts")
@@ -117,12 +119,15 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	if !o.skipAttach {
+		if o.floorRounds < 1 {
+			return fmt.Errorf("-floor-rounds must be at least 1, not %d", o.floorRounds)
+		}
 		ns, err := parseSizes(o.sizes)
 		if err != nil {
 			return err
 		}
 		names := eligible(cat)
-		if err := benchAttach(ctx, cat, o.backends, names, ns, o.budget, o.heapDir); err != nil {
+		if err := benchAttach(ctx, cat, o.backends, names, ns, o.budget, o.profileDir, o.floorRounds); err != nil {
 			return err
 		}
 		if !o.skipVs && slices.Contains(o.backends, trawl.BackendFentry) {
