@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -267,17 +268,26 @@ func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
 			delete(trimmed.Programs, p)
 		}
 	}
+	contents := takeContents(trimmed)
 	coll, err := ebpf.NewCollection(trimmed)
 	if err != nil {
 		return fmt.Errorf("load the capture program: %w", err)
 	}
 	s.capture = backend.Capture{Spec: spec, Collection: coll}
+	for name, kvs := range contents {
+		if err := fillMap(coll.Maps[name], kvs); err != nil {
+			return fmt.Errorf("fill map %s: %w", name, err)
+		}
+	}
 	arch, err := plan.HostArch()
 	if err != nil {
 		return err
 	}
-	layouts := coll.Maps[bpf.CaptureMapPlans]
-	for _, t := range s.targets {
+	// One batch for all layouts: one syscall per function took seconds
+	// for every function under emulation.
+	ids := make([]uint32, len(s.targets))
+	layouts := make([]bpf.CapturePlan, len(s.targets))
+	for i, t := range s.targets {
 		w, err := backend.Wire(t.Plan, arch)
 		if err != nil {
 			return err
@@ -288,9 +298,10 @@ func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
 		if s.entries[t.Plan.Func] {
 			w.Flags |= planEntry
 		}
-		if err := layouts.Put(t.ID, &w); err != nil {
-			return fmt.Errorf("store the capture layout of %s: %w", t.Plan.Func.Name, err)
-		}
+		ids[i], layouts[i] = t.ID, w
+	}
+	if _, err := coll.Maps[bpf.CaptureMapPlans].BatchUpdate(ids, layouts, nil); err != nil {
+		return fmt.Errorf("store the capture layouts: %w", err)
 	}
 	if len(cfg.PIDs) > 0 {
 		if err := s.followPIDs(cfg.PIDs); err != nil {
@@ -330,6 +341,34 @@ func (s *Session) arm(cat *kernel.Catalogue, cfg Config) error {
 			trampoline: s.Backend.Family == plan.Trampoline, started: map[startKey][]string{}}
 	}
 	return nil
+}
+
+// takeContents takes the contents out of the specs of maps that are not
+// data sections (.rodata, .data, .bss, which are frozen or referenced
+// when loaded), for fillMap to store in one batch: cilium/ebpf stores
+// them one syscall per entry, which took seconds for the kprobe
+// backends' address table of every function under emulation.
+func takeContents(spec *ebpf.CollectionSpec) map[string][]ebpf.MapKV {
+	taken := map[string][]ebpf.MapKV{}
+	for name, m := range spec.Maps {
+		if len(m.Contents) > 0 && !strings.HasPrefix(name, ".") {
+			taken[name], m.Contents = m.Contents, nil
+		}
+	}
+	return taken
+}
+
+// fillMap stores kvs in m with one batch update (5.6). The keys and the
+// values are each of one type, which cilium/ebpf marshals.
+func fillMap(m *ebpf.Map, kvs []ebpf.MapKV) error {
+	keys := reflect.MakeSlice(reflect.SliceOf(reflect.TypeOf(kvs[0].Key)), len(kvs), len(kvs))
+	values := reflect.MakeSlice(reflect.SliceOf(reflect.TypeOf(kvs[0].Value)), len(kvs), len(kvs))
+	for i, kv := range kvs {
+		keys.Index(i).Set(reflect.ValueOf(kv.Key))
+		values.Index(i).Set(reflect.ValueOf(kv.Value))
+	}
+	_, err := m.BatchUpdate(keys.Interface(), values.Interface(), nil)
+	return err
 }
 
 // configure sets the program's constants and map sizes.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
@@ -33,6 +35,24 @@ func TestConfigure(t *testing.T) {
 	}
 	if err := configure(spec, Config{RingBufferSize: 1 << 20, Comm: "a-name-too-long-for-the-kernel"}, 1); err == nil {
 		t.Error("a 30-character comm was configured")
+	}
+}
+
+// TestTakeContents checks that the address table's entries are taken out
+// of the spec, to be stored in one batch, and the data sections' are not.
+func TestTakeContents(t *testing.T) {
+	spec, err := bpf.LoadCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips := []ebpf.MapKV{{Key: uint32(1), Value: bpf.CaptureIpFunc{Ip: 0xffffffff81000000, Func: 7}}}
+	spec.Maps[bpf.CaptureMapFuncIps].Contents = ips
+	taken := takeContents(spec)
+	if len(taken) != 1 || len(taken[bpf.CaptureMapFuncIps]) != 1 || spec.Maps[bpf.CaptureMapFuncIps].Contents != nil {
+		t.Errorf("took %v, left %v in func_ips; want func_ips's one entry taken", taken, spec.Maps[bpf.CaptureMapFuncIps].Contents)
+	}
+	if len(spec.Maps[".rodata"].Contents) != 1 {
+		t.Error(".rodata lost its contents")
 	}
 }
 
