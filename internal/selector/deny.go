@@ -15,6 +15,27 @@ type denyRule struct {
 	reason string
 }
 
+// matcher returns a function that says whether a name matches the glob.
+// The globs of denyList are names, prefixes ("x*") or infixes ("*x*"),
+// which string comparisons match far faster than path.Match: with
+// path.Match, checking every rule took most of selecting every function
+// (0.7-1.7 s for 120,000 functions on a host, seconds under emulation).
+func (r denyRule) matcher() func(string) bool {
+	g := r.glob
+	switch inner := strings.Trim(g, "*"); {
+	case !strings.ContainsAny(g, `*?[\`):
+		return func(name string) bool { return name == g }
+	case !strings.ContainsAny(inner, `*?[\`) && g == inner+"*":
+		return func(name string) bool { return strings.HasPrefix(name, inner) }
+	case !strings.ContainsAny(inner, `*?[\`) && g == "*"+inner+"*":
+		return func(name string) bool { return strings.Contains(name, inner) }
+	}
+	return func(name string) bool {
+		ok, _ := path.Match(g, name)
+		return ok
+	}
+}
+
 const (
 	reasonKernelDeny = "on the kernel's fentry deny list (btf_id_deny in kernel/bpf/verifier.c)"
 	reasonRecursion  = "runs inside the BPF program or its attach path: tracing it would recurse"
@@ -86,10 +107,19 @@ var denyList = []denyRule{
 // Compiler clones share the verdict of the function they come from.
 func Denied(fn *kernel.Function) string {
 	base, _, _ := strings.Cut(fn.Name, ".")
-	for _, r := range denyList {
-		if ok, _ := path.Match(r.glob, base); ok {
-			return r.reason
+	for i, match := range denyMatchers {
+		if match(base) {
+			return denyList[i].reason
 		}
 	}
 	return ""
 }
+
+// denyMatchers match the globs of denyList, in its order.
+var denyMatchers = func() []func(string) bool {
+	ms := make([]func(string) bool, len(denyList))
+	for i, r := range denyList {
+		ms[i] = r.matcher()
+	}
+	return ms
+}()

@@ -5,6 +5,7 @@ package selector
 import (
 	"errors"
 	"os"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -157,4 +158,19 @@ func FuzzParse(f *testing.F) {
 		}
 		p.Match(fn)
 	})
+}
+
+// TestDenyMatchers checks that each deny rule's fast matcher agrees with
+// path.Match on names that match it, miss it by a character, or hold it
+// in the middle.
+func TestDenyMatchers(t *testing.T) {
+	for i, r := range denyList {
+		inner := strings.Trim(r.glob, "*")
+		for _, name := range []string{inner, inner + "_x", "x_" + inner, "x_" + inner + "_x", inner[1:], inner[:len(inner)-1], "tcp_sendmsg"} {
+			want, _ := path.Match(r.glob, name)
+			if got := denyMatchers[i](name); got != want {
+				t.Errorf("%s matches %q: %v, path.Match says %v", r.glob, name, got, want)
+			}
+		}
+	}
 }
