@@ -62,6 +62,7 @@ type options struct {
 	skipOver    bool
 	overLoops   int
 	overRounds  int
+	overLimit   time.Duration
 }
 
 func main() {
@@ -80,6 +81,7 @@ func main() {
 	flag.BoolVar(&o.skipOver, "skip-overview", false, "skip timing a workload under trawl --stats '*' and bpftrace kprobe:*")
 	flag.IntVar(&o.overLoops, "overview-loops", 100, "loops of the overview workload")
 	flag.IntVar(&o.overRounds, "overview-rounds", 3, "runs of the overview workload per tracer; the fastest counts")
+	flag.DurationVar(&o.overLimit, "overview-limit", 15*time.Minute, "time the workload runs under bpftrace may take in all")
 	flag.Parse()
 	o.backends = strings.Split(*backends, ",")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -143,7 +145,7 @@ func run(ctx context.Context, o options) error {
 		if o.overLoops < 1 || o.overRounds < 1 {
 			return fmt.Errorf("-overview-loops and -overview-rounds must be at least 1")
 		}
-		if err := benchOverview(ctx, o.overLoops, o.overRounds); err != nil {
+		if err := benchOverview(ctx, o.overLoops, o.overRounds, o.overLimit); err != nil {
 			return err
 		}
 	}

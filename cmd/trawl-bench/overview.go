@@ -26,14 +26,17 @@ import (
 const overviewScript = "kprobe:* { @[func] = count(); }"
 
 // workload runs loops of what `trawl --workload` does: write, read and
-// stat files, a pipe, a loopback TCP exchange.
-func workload(loops int) error {
+// stat files, a pipe, a loopback TCP exchange, until ctx is done.
+func workload(ctx context.Context, loops int) error {
 	dir, err := os.MkdirTemp("", "trawl-bench-workload-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	for range loops {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err := workloadOnce(dir); err != nil {
 			return fmt.Errorf("workload: %w", err)
 		}
@@ -86,14 +89,16 @@ func workloadOnce(dir string) error {
 
 // timeWorkload runs the workload rounds times and returns the fastest
 // run: host load only ever slows a run down.
-func timeWorkload(loops, rounds int) (time.Duration, error) {
+func timeWorkload(ctx context.Context, loops, rounds int) (time.Duration, error) {
 	var best time.Duration
 	for k := range rounds {
 		start := time.Now()
-		if err := workload(loops); err != nil {
+		if err := workload(ctx, loops); err != nil {
 			return 0, err
 		}
-		if d := time.Since(start); k == 0 || d < best {
+		d := time.Since(start)
+		fmt.Fprintf(os.Stderr, "trawl-bench: overview: workload run %d of %d: %s\n", k+1, rounds, round(d))
+		if k == 0 || d < best {
 			best = d
 		}
 	}
@@ -112,16 +117,16 @@ type overviewResult struct {
 // function in the kernel (Config.Aggregate, what `trawl --stats '*'`
 // runs, the backend auto picks) and under bpftrace's kprobe:* count, and
 // prints the slowdowns.
-func benchOverview(ctx context.Context, loops, rounds int) error {
+func benchOverview(ctx context.Context, loops, rounds int, limit time.Duration) error {
 	fmt.Printf("### The overview job: every function counted, against bpftrace\n\n")
-	base, err := timeWorkload(loops, rounds)
+	base, err := timeWorkload(ctx, loops, rounds)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "trawl-bench: overview: untraced workload %s\n", round(base))
 	tr := overviewTrawl(ctx, loops, rounds)
-	bt := overviewBpftrace(ctx, loops, rounds)
-	fmt.Printf("A fixed workload, %d loops of what `trawl --workload` does (write, read and stat a file, a pipe, a loopback TCP connection), timed untraced, under trawl.Open of `*` with Config.Aggregate (what `trawl --stats '*'` runs: calls, errors and a latency histogram per function, counted in the kernel; backend auto) and under bpftrace `%s`, in this order in one guest run. Each time is the fastest of %d runs of the workload while the tracer is attached. slowdown: traced time / untraced time; target: trawl's below bpftrace's.\n\n", loops, overviewScript, rounds)
+	bt := overviewBpftrace(ctx, loops, rounds, limit)
+	fmt.Printf("A fixed workload, %d loops of what `trawl --workload` does (write, read and stat a file, a pipe, a loopback TCP connection), timed untraced, under trawl.Open of `*` with Config.Aggregate (what `trawl --stats '*'` runs: calls, errors and a latency histogram per function, counted in the kernel; backend auto) and under bpftrace `%s`, in this order in one guest run. Each time is the fastest of %d runs of the workload while the tracer is attached; under bpftrace the runs must end within %s. slowdown: traced time / untraced time; target: trawl's below bpftrace's.\n\n", loops, overviewScript, rounds, limit)
 	fmt.Println("| tracer | attached | attach time | workload time | slowdown |")
 	fmt.Println("|---|---|---|---|---|")
 	fmt.Printf("| none | | | %s | 1.00 |\n", round(base))
@@ -148,7 +153,7 @@ func overviewTrawl(ctx context.Context, loops, rounds int) overviewResult {
 	}
 	defer s.Close()
 	r := overviewResult{attach: time.Since(start)}
-	if r.run, err = timeWorkload(loops, rounds); err != nil {
+	if r.run, err = timeWorkload(ctx, loops, rounds); err != nil {
 		return overviewResult{why: "error: " + oneLine(err)}
 	}
 	st, err := s.Stats()
@@ -161,8 +166,9 @@ func overviewTrawl(ctx context.Context, loops, rounds int) overviewResult {
 }
 
 // overviewBpftrace times the workload under bpftrace's kprobe:* count.
-// bpftrace runs until the workload is done, then gets SIGINT.
-func overviewBpftrace(ctx context.Context, loops, rounds int) overviewResult {
+// bpftrace runs until the workload is done, or limit has passed, then
+// gets SIGINT.
+func overviewBpftrace(ctx context.Context, loops, rounds int, limit time.Duration) overviewResult {
 	cmd, err := guest.Bpftrace()
 	if err == nil {
 		_, err = os.Stat(cmd[0])
@@ -216,10 +222,16 @@ func overviewBpftrace(ctx context.Context, loops, rounds int) overviewResult {
 	}
 	r := overviewResult{attach: time.Since(start)}
 	fmt.Fprintf(os.Stderr, "trawl-bench: overview: bpftrace attached in %s\n", round(r.attach))
-	if r.run, err = timeWorkload(loops, rounds); err != nil {
+	wctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	if r.run, err = timeWorkload(wctx, loops, rounds); err != nil {
+		if wctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("the workload did not end within %s", limit)
+		}
 		return fail(err)
 	}
 	c.Process.Signal(syscall.SIGINT)
+	fmt.Fprintf(os.Stderr, "trawl-bench: overview: bpftrace stopping\n")
 	<-done
 	if err := c.Wait(); err != nil {
 		return overviewResult{why: "error: " + oneLine(fmt.Errorf("bpftrace: %w: %s", err, strings.Join(messages, " / ")))}
