@@ -381,9 +381,11 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 }
 
 // finish ends a trace that was stopped: the program is disarmed, what is
-// already in the ring buffer is shown (for at most drainTime, none after
-// a second interrupt), the output flushed, the summary printed, then
-// everything detached.
+// already in the ring buffer is shown, the output flushed, the summary
+// printed, then everything detached. After an interrupt the calls left are
+// shown for at most drainTime (none after a second interrupt); when the
+// command exited or --duration passed, all of them are (the ring buffer
+// bounds how many), unless an interrupt cuts it short.
 func finish(ctx context.Context, s *trawl.Session, r render.Renderer, stop *stopper, child *gatedCommand, readErr error, stderr io.Writer) error {
 	stopErr := s.Stop()
 	if why := stop.why(); why != "" {
@@ -391,7 +393,11 @@ func finish(ctx context.Context, s *trawl.Session, r render.Renderer, stop *stop
 	}
 	pipeClosed := errors.Is(readErr, syscall.EPIPE)
 	if readErr == nil && !hurried(ctx) {
-		readErr = drain(s, r, time.Now().Add(drainTime), hurryChan(ctx))
+		if signalOf(ctx) != 0 {
+			readErr = drain(s, r, time.Now().Add(drainTime), hurryChan(ctx), nil)
+		} else {
+			readErr = drain(s, r, time.Time{}, ctx.Done(), stderr)
+		}
 	}
 	if _, err := s.Discard(); err != nil && readErr == nil {
 		readErr = err
@@ -427,8 +433,8 @@ func finish(ctx context.Context, s *trawl.Session, r render.Renderer, stop *stop
 	return nil
 }
 
-// drainTime bounds how long a stopped trace keeps showing the calls
-// already in the ring buffer; the rest are counted as not shown.
+// drainTime bounds how long an interrupted trace keeps showing the calls
+// already in the ring buffer; the rest are counted as not read.
 const drainTime = 500 * time.Millisecond
 
 // flushEvery is the longest output waits in a buffer while calls flow.
@@ -467,15 +473,21 @@ func readCalls(s *trawl.Session, r render.Renderer, stop *stopper) error {
 }
 
 // drain renders the calls waiting in the ring buffer until it is empty,
-// until the deadline, or until hurry closes.
-func drain(s *trawl.Session, r render.Renderer, deadline time.Time, hurry <-chan struct{}) error {
+// until the deadline (zero: none), or until cut closes. When it takes more
+// than a second, it says so on notice (if not nil): the user may cut it.
+func drain(s *trawl.Session, r render.Renderer, deadline time.Time, cut <-chan struct{}, notice io.Writer) error {
 	var c trawl.Call
-	s.SetDeadline(time.Now())
-	for time.Now().Before(deadline) {
+	start := time.Now()
+	s.SetDeadline(start)
+	for deadline.IsZero() || time.Now().Before(deadline) {
 		select {
-		case <-hurry:
+		case <-cut:
 			return nil
 		default:
+		}
+		if notice != nil && time.Since(start) > time.Second {
+			fmt.Fprintln(notice, "trawl: showing the calls left in the ring buffer (Ctrl-C to leave them out)")
+			notice = nil
 		}
 		err := s.Read(context.Background(), &c)
 		switch {
