@@ -223,4 +223,9 @@ func TestEntryGraph(t *testing.T) {
 	if !strings.Contains(stderr, "outside every entry call") {
 		t.Errorf("no count of the calls outside in the summary:\n%s", stderr)
 	}
+	// Every function the kernel refuses is known before attaching (a
+	// refusal fails a tracing_multi link as a whole).
+	if strings.Contains(stderr, "rejected by the kernel (EINVAL)") {
+		t.Errorf("the kernel refused functions trawl offered:\n%s", stderr)
+	}
 }

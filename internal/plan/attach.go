@@ -51,7 +51,29 @@ var (
 	ErrVariadic         = errors.New("variable arguments")
 	ErrTooManyArgs      = errors.New("too many arguments")
 	ErrUnsupportedType  = errors.New("unsupported argument or return type")
+	ErrNoReturn         = errors.New("never returns")
 )
+
+// noReturn holds the functions that never return on which the kernel
+// refuses exit trampolines (fexit, fsession, tracing_multi): its
+// noreturn_deny set in kernel/bpf/verifier.c (6.15, and stable kernels
+// since). Offering them to a tracing_multi link made it fail as a whole,
+// and the halving that finds them cost up to several times the link's own
+// attach time with every function selected.
+var noReturn = map[string]bool{
+	"__ia32_sys_exit":               true,
+	"__ia32_sys_exit_group":         true,
+	"__x64_sys_exit":                true,
+	"__x64_sys_exit_group":          true,
+	"__kunit_abort":                 true,
+	"kunit_try_catch_throw":         true,
+	"__module_put_and_kthread_exit": true,
+	"do_exit":                       true,
+	"do_group_exit":                 true,
+	"kthread_complete_and_exit":     true,
+	"kthread_exit":                  true,
+	"make_task_dead":                true,
+}
 
 // maxFuncArgs is the kernel's MAX_BPF_FUNC_ARGS: btf_distill_func_proto
 // in kernel/bpf/btf.c rejects functions with more parameters.
@@ -78,6 +100,9 @@ func (p *Plan) Attachable(f Family, a Arch, v KernelVersion) error {
 func (p *Plan) trampolineAttachable(a Arch, v KernelVersion) error {
 	if p.Func.Proto() == nil {
 		return fmt.Errorf("%w: trampolines attach by BTF ID (%s)", ErrNoPrototype, p.Func.ProtoNote)
+	}
+	if noReturn[p.Func.Name] {
+		return fmt.Errorf("%w: the kernel refuses exit trampolines on it (a kprobe backend traces its entry)", ErrNoReturn)
 	}
 	if p.Func.Copies > 1 {
 		// The kernel resolves the BTF name with kallsyms_lookup_name and

@@ -144,6 +144,8 @@ func TestAttachable(t *testing.T) {
 	dup.Copies, dup.Addrs = 2, []uint64{1, 2}
 	hidden := function(long, long)
 	hidden.Copies, hidden.Addrs = 2, nil
+	exit := function(nil, long)
+	exit.Name = "do_exit"
 	untraceable := function(long)
 	untraceable.Traceable, untraceable.Reason = false, "notrace"
 	v61, v66, v612, v616 := KernelVersion{6, 1}, KernelVersion{6, 6}, KernelVersion{6, 12}, KernelVersion{6, 16}
@@ -175,6 +177,8 @@ func TestAttachable(t *testing.T) {
 		{"duplicate name kprobe", dup, Kprobe, AMD64, v612, nil},
 		{"duplicate hidden kprobe", hidden, Kprobe, AMD64, v612, ErrNoAddress},
 		{"untraceable", untraceable, Kprobe, ARM64, v612, ErrNotTraceable},
+		{"no return", exit, Trampoline, AMD64, v612, ErrNoReturn},
+		{"no return kprobe", exit, Kprobe, AMD64, v612, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := mustPlan(t, tc.fn).Attachable(tc.b, tc.a, tc.v)

@@ -45,8 +45,9 @@ const (
 // denyList holds the functions that cannot or must not be traced. Sources:
 //   - the kernel's btf_id_deny set (kernel/bpf/verifier.c), which the
 //     verifier refuses for fentry/fexit: migrate_disable/enable (and
-//     __migrate_enable in 6.17+), rcu_read_unlock_strict,
-//     preempt_count_add/sub, __rcu_read_lock/unlock;
+//     __migrate_enable, ___migrate_enable in newer kernels),
+//     rcu_read_unlock_strict, preempt_count_add/sub,
+//     __rcu_read_lock/unlock;
 //   - retsnoop's enforced_deny_globs (src/mass_attacher.c): the trampoline
 //     enter/exit helpers, RCU read lock, BPF spin locks,
 //     bpf_get_smp_processor_id, update_prog_stats, inc_misses_counter;
@@ -61,6 +62,7 @@ var denyList = []denyRule{
 	{"migrate_disable", reasonKernelDeny},
 	{"migrate_enable", reasonKernelDeny},
 	{"__migrate_enable", reasonKernelDeny},
+	{"___migrate_enable", reasonKernelDeny},
 	{"rcu_read_unlock_strict", reasonKernelDeny},
 	{"preempt_count_add", reasonKernelDeny},
 	{"preempt_count_sub", reasonKernelDeny},
