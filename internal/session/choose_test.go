@@ -45,7 +45,9 @@ func TestChooseAuto(t *testing.T) {
 	}{
 		{"7.3 x86", all, 5000, 0, "tracing-multi"},
 		{"7.3 x86, modules", all, 5000, 1, "tracing-multi"},
-		{"7.3 x86, few, modules", all, 5, 1, "tracing-multi"},
+		{"7.3 x86, few, modules", all, 5, 1, "fsession"},
+		{"7.3 x86, 8", all, 8, 0, "fsession"},
+		{"7.3 x86, 9", all, 9, 0, "tracing-multi"},
 		{"7.0", all[:4], 20, 0, "fsession"},
 		{"7.0, more than 20", all[:4], 21, 0, "kprobe-session"},
 		{"6.12", all[:3], 5, 0, "fentry"},
