@@ -23,6 +23,7 @@ type builder struct {
 	ksyms   map[symKey][]uint64   // kallsyms addresses, zeros included
 	used    map[string][]bool     // module -> BTF functions (by btfFuncs index) matched to a traceable symbol
 	clones  map[symKey][]string   // module+base name -> clone symbols in kallsyms
+	keep    func(string) bool     // the names catalogued, nil for all (LoadNames)
 }
 
 func groupSymbols(syms []Symbol) map[symKey][]uint64 {
@@ -211,7 +212,7 @@ func (b *builder) untraceable() []Function {
 	var out []Function
 	for module, obj := range b.objects {
 		for i, name := range obj.funcs.names {
-			if b.used[module][i] {
+			if b.used[module][i] || b.keep != nil && !b.keep(name) {
 				continue
 			}
 			k := symKey{module, name}

@@ -169,7 +169,27 @@ func (c *Catalogue) Notice() string { return c.notice }
 // Load builds a catalogue from the kernel files under fsys, a file system
 // laid out like / (sys/kernel/btf/vmlinux, proc/kallsyms,
 // sys/kernel/tracing/...). Tests pass fixtures; Hold passes the real root.
-func Load(fsys fs.FS) (*Catalogue, error) {
+func Load(fsys fs.FS) (*Catalogue, error) { return loadKept(fsys, nil) }
+
+// LoadNames builds the catalogue of only the functions called names (in
+// vmlinux and every module) and their compiler clones, from the same
+// files: a trace of functions named in full needs no more, and skipping
+// the rest of the kernel's symbols takes most of the catalogue's time off
+// its start. Its Symbolizer reads every symbol at its first use.
+func LoadNames(fsys fs.FS, names []string) (*Catalogue, error) {
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return loadKept(fsys, func(name string) bool {
+		base, _, _ := strings.Cut(name, ".")
+		return set[name] || set[base]
+	})
+}
+
+// loadKept builds a catalogue of the functions whose names keep accepts, or of
+// all of them (keep nil).
+func loadKept(fsys fs.FS, keep func(string) bool) (*Catalogue, error) {
 	var (
 		vmlinux  *btfObject
 		ksyms    []Symbol
@@ -189,8 +209,11 @@ func Load(fsys fs.FS) (*Catalogue, error) {
 			symErr = fmt.Errorf("read kernel symbols: %w", err)
 			return
 		}
-		if ksyms, symbols, symErr = parseKallsyms(data); symErr == nil {
-			traced, source, tfsError = readTracefs(fsys)
+		if ksyms, symbols, symErr = parseKallsyms(data, keep); symErr == nil {
+			if symbols == nil {
+				symbols = lazySymbolizer(data)
+			}
+			traced, source, tfsError = readTracefs(fsys, keep)
 		}
 	})
 	wg.Wait()
@@ -201,6 +224,7 @@ func Load(fsys fs.FS) (*Catalogue, error) {
 	b := builder{
 		objects: map[string]*btfObject{"": vmlinux},
 		ksyms:   groupSymbols(ksyms),
+		keep:    keep,
 	}
 	b.loadModules(fsys, vmlinux, ksyms)
 	c := &Catalogue{specs: make(map[string]*btf.Spec, len(b.objects)), source: source, traceable: traced, symbols: symbols}
@@ -226,8 +250,8 @@ func Load(fsys fs.FS) (*Catalogue, error) {
 }
 
 // readTracefs reads the traceable set from the first tracefs mount that
-// has it.
-func readTracefs(fsys fs.FS) ([]Symbol, Source, error) {
+// has it (with keep, the part of it keep accepts).
+func readTracefs(fsys fs.FS, keep func(string) bool) ([]Symbol, Source, error) {
 	var errs []error
 	for _, dir := range tracefsDirs {
 		for _, f := range []struct {
@@ -239,11 +263,11 @@ func readTracefs(fsys fs.FS) ([]Symbol, Source, error) {
 				errs = append(errs, err)
 				continue
 			}
-			syms, err := parseFilterFunctions(data, f.source == FromFilterAddrs)
+			syms, err := parseFilterFunctions(data, f.source == FromFilterAddrs, keep)
 			if err != nil {
 				return nil, 0, err
 			}
-			if len(syms) == 0 {
+			if len(syms) == 0 && keep == nil {
 				errs = append(errs, fmt.Errorf("%s/%s is empty", dir, f.name))
 				continue
 			}

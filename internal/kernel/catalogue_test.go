@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -252,4 +253,65 @@ func BenchmarkLoadLive(b *testing.B) {
 	runtime.ReadMemStats(&m)
 	b.ReportMetric(float64(m.HeapAlloc)/(1<<20), "MiB-held")
 	runtime.KeepAlive(c)
+}
+
+// TestLoadNames checks that the catalogue of some names describes each of
+// them exactly as the whole catalogue does, and symbolises alike.
+func TestLoadNames(t *testing.T) {
+	cases := []struct {
+		name string
+		fsys fs.FS
+		step int // every step-th function of the whole catalogue is named
+	}{
+		{"addrs", fixture(t, nil), 1},
+		{"names", fixture(t, nil, filterAddrs), 1},
+		{"no tracefs", fixture(t, nil, filterAddrs, filterNames), 1},
+	}
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err == nil {
+		cases = append(cases, struct {
+			name string
+			fsys fs.FS
+			step int
+		}{"live", os.DirFS("/"), 97})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			full := load(t, tc.fsys)
+			var names []string
+			for i, f := range full.Functions() {
+				if i%tc.step == 0 {
+					names = append(names, f.Name)
+				}
+			}
+			part, err := LoadNames(tc.fsys, names)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(part.Functions()) >= len(full.Functions()) && tc.step > 1 {
+				t.Errorf("%d functions for %d names, as many as the whole catalogue", len(part.Functions()), len(names))
+			}
+			for _, name := range names {
+				want, got := full.Lookup(name), part.Lookup(name)
+				if len(got) != len(want) {
+					t.Errorf("%s: %d functions, want %d", name, len(got), len(want))
+					continue
+				}
+				for i := range want {
+					w, g := *want[i], *got[i]
+					if w.Name != g.Name || w.Module != g.Module || !slices.Equal(w.Addrs, g.Addrs) || w.Copies != g.Copies ||
+						w.BTFID != g.BTFID || w.Traceable != g.Traceable || w.Reason != g.Reason || w.ProtoNote != g.ProtoNote ||
+						w.AddrNote != g.AddrNote || (w.Proto() == nil) != (g.Proto() == nil) || w.Proto() != nil && Prototype(w.Proto()) != Prototype(g.Proto()) {
+						t.Errorf("%s:\n got %+v\nwant %+v", name, g, w)
+					}
+					for _, a := range w.Addrs {
+						ws, wo, wok := full.Symbolizer().Symbolize(a + 1)
+						gs, gotOff, gok := part.Symbolizer().Symbolize(a + 1)
+						if ws != gs || wo != gotOff || wok != gok {
+							t.Errorf("%#x: symbolised %s+%d %v, want %s+%d %v", a+1, gs, gotOff, gok, ws, wo, wok)
+						}
+					}
+				}
+			}
+		})
+	}
 }

@@ -13,9 +13,11 @@ import (
 // holder shares a catalogue among those holding it.
 type holder struct {
 	mu sync.Mutex
-	// load reads the catalogue, modules lists the kernel's modules.
-	load    func() (*Catalogue, error)
-	modules func() string
+	// load reads the catalogue, loadNames one of some functions (see
+	// LoadNames), modules lists the kernel's modules.
+	load      func() (*Catalogue, error)
+	loadNames func(names []string) (*Catalogue, error)
+	modules   func() string
 	// cur is the catalogue handed out, nil when nobody holds it.
 	cur *held
 }
@@ -29,13 +31,22 @@ type held struct {
 }
 
 // live holds the running kernel's catalogue.
-var live = &holder{load: loadLive, modules: loadedModules}
+var live = &holder{load: loadLive, loadNames: loadLiveNames, modules: loadedModules}
 
 // loadLive loads the running kernel's catalogue (its time is logged for
 // trawl --debug).
 func loadLive() (*Catalogue, error) {
+	return timedLoad(func() (*Catalogue, error) { return Load(os.DirFS("/")) })
+}
+
+// loadLiveNames loads the running kernel's catalogue of names.
+func loadLiveNames(names []string) (*Catalogue, error) {
+	return timedLoad(func() (*Catalogue, error) { return LoadNames(os.DirFS("/"), names) })
+}
+
+func timedLoad(load func() (*Catalogue, error)) (*Catalogue, error) {
 	start := time.Now()
-	c, err := Load(os.DirFS("/"))
+	c, err := load()
 	if err == nil {
 		slog.Debug("catalogue loaded", "functions", len(c.funcs), "modules", len(c.specs), "took", time.Since(start).Round(time.Millisecond))
 	}
@@ -47,6 +58,27 @@ func loadLive() (*Catalogue, error) {
 // when the kernel's modules changed since it was read (so modules loaded
 // later are seen), and dropped when the last holder releases it.
 func Hold() (*Catalogue, func(), error) { return live.hold() }
+
+// HoldNames returns a catalogue that has the functions called names, and
+// the function that releases it: the shared catalogue when it is held
+// already, else a catalogue of only those functions (LoadNames), faster to
+// load, which is not shared.
+func HoldNames(names []string) (*Catalogue, func(), error) { return live.holdNames(names) }
+
+func (h *holder) holdNames(names []string) (*Catalogue, func(), error) {
+	mods := h.modules()
+	h.mu.Lock()
+	shared := h.cur != nil && h.cur.modules == mods
+	h.mu.Unlock()
+	if shared {
+		return h.hold()
+	}
+	cat, err := h.loadNames(names)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cat, func() {}, nil
+}
 
 func (h *holder) hold() (*Catalogue, func(), error) {
 	mods := h.modules()

@@ -41,3 +41,29 @@ func TestHold(t *testing.T) {
 		t.Error("a catalogue is kept with no holder")
 	}
 }
+
+// TestHoldNames checks that a catalogue of names is loaded apart while no
+// catalogue is held, and that the shared one serves when it is.
+func TestHoldNames(t *testing.T) {
+	loads, named := 0, 0
+	h := &holder{
+		load:      func() (*Catalogue, error) { loads++; return &Catalogue{}, nil },
+		loadNames: func([]string) (*Catalogue, error) { named++; return &Catalogue{}, nil },
+		modules:   func() string { return "" },
+	}
+	part, release, err := h.holdNames([]string{"f"})
+	if err != nil || named != 1 || loads != 0 || h.cur != nil {
+		t.Fatalf("nothing held: %d named loads, %d loads, shared %v, %v", named, loads, h.cur != nil, err)
+	}
+	release()
+	full, releaseFull, _ := h.hold()
+	got, release, _ := h.holdNames([]string{"f"})
+	if got != full || named != 1 || part == full {
+		t.Errorf("with the catalogue held: got it %v, %d named loads", got == full, named)
+	}
+	release()
+	releaseFull()
+	if h.cur != nil {
+		t.Error("a catalogue is kept with no holder")
+	}
+}

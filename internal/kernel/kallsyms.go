@@ -22,7 +22,9 @@ type Symbol struct {
 // Symbolizer of the text and data symbols, in one pass: reading
 // /proc/kallsyms is a good part of trawl's start-up under emulation.
 // Padding symbols (__pfx_, __cfi_) that precede functions are skipped.
-func parseKallsyms(data []byte) ([]Symbol, *Symbolizer, error) {
+// With keep, it returns only the text symbols whose names keep accepts,
+// and no Symbolizer.
+func parseKallsyms(data []byte, keep func(string) bool) ([]Symbol, *Symbolizer, error) {
 	var text []Symbol
 	var all symbolizerBuilder
 	for n, line := range lines(data) {
@@ -32,6 +34,9 @@ func parseKallsyms(data []byte) ([]Symbol, *Symbolizer, error) {
 		if name == "" {
 			return nil, nil, fmt.Errorf("kallsyms line %d: want \"ADDRESS TYPE NAME\", got %q", n, line)
 		}
+		if keep != nil && !keep(name) {
+			continue
+		}
 		if strings.HasPrefix(name, "__pfx_") || strings.HasPrefix(name, "__cfi_") {
 			continue
 		}
@@ -40,11 +45,16 @@ func parseKallsyms(data []byte) ([]Symbol, *Symbolizer, error) {
 			return nil, nil, fmt.Errorf("kallsyms line %d: bad address %q: %w", n, addrField, err)
 		}
 		module := moduleField(rest)
-		all.add(addr, typ, name, module)
+		if keep == nil {
+			all.add(addr, typ, name, module)
+		}
 		switch typ {
 		case "t", "T", "w", "W":
 			text = append(text, Symbol{Name: name, Module: module, Addr: addr})
 		}
+	}
+	if keep != nil {
+		return text, nil, nil
 	}
 	return text, all.build(), nil
 }
@@ -53,8 +63,9 @@ func parseKallsyms(data []byte) ([]Symbol, *Symbolizer, error) {
 // [module]" per line) or, when withAddrs is set,
 // available_filter_functions_addrs ("address name [module]").
 // Entries the kernel marks invalid (__ftrace_invalid_address___N, left by
-// weak functions that were overridden) are skipped.
-func parseFilterFunctions(data []byte, withAddrs bool) ([]Symbol, error) {
+// weak functions that were overridden) are skipped, and with keep, those
+// whose names keep refuses.
+func parseFilterFunctions(data []byte, withAddrs bool, keep func(string) bool) ([]Symbol, error) {
 	var syms []Symbol
 	for n, line := range lines(data) {
 		var sym Symbol
@@ -63,6 +74,10 @@ func parseFilterFunctions(data []byte, withAddrs bool) ([]Symbol, error) {
 			continue
 		}
 		if withAddrs {
+			name, _ := nextField(rest)
+			if keep != nil && !keep(name) {
+				continue
+			}
 			addr, err := strconv.ParseUint(first, 16, 64)
 			if err != nil {
 				return nil, fmt.Errorf("available_filter_functions_addrs line %d: bad address %q: %w", n, first, err)
@@ -71,6 +86,9 @@ func parseFilterFunctions(data []byte, withAddrs bool) ([]Symbol, error) {
 			if first, rest = nextField(rest); first == "" {
 				return nil, fmt.Errorf("available_filter_functions_addrs line %d: want \"ADDRESS NAME\", got %q", n, line)
 			}
+		}
+		if keep != nil && !keep(first) {
+			continue
 		}
 		sym.Name = first
 		sym.Module = moduleField(rest)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 )
 
 // maxSymbolGap bounds how far past a symbol an address still belongs to
@@ -16,6 +17,8 @@ const maxSymbolGap = 1 << 20
 // text and data symbols of vmlinux and modules. Heap, stack and user
 // addresses fall outside every symbol and are not symbolised.
 type Symbolizer struct {
+	// lazy, when set, reads the symbols at first use (see lazySymbolizer).
+	lazy  func()
 	addrs []uint64
 	names []string
 	// mods holds the module of each symbol, an index into modNames: 0 for
@@ -34,8 +37,30 @@ func NewSymbolizer(r io.Reader) (*Symbolizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read kallsyms: %w", err)
 	}
-	_, s, err := parseKallsyms(data)
+	_, s, err := parseKallsyms(data, nil)
 	return s, err
+}
+
+// lazySymbolizer returns a Symbolizer of kallsyms data that parses it at
+// its first use, so that a trace whose catalogue did not need every
+// symbol (LoadNames) starts without parsing them. A malformed line, which
+// the catalogue's own parse of data would have refused, leaves it empty.
+func lazySymbolizer(data []byte) *Symbolizer {
+	s := &Symbolizer{}
+	s.lazy = sync.OnceFunc(func() {
+		if _, full, err := parseKallsyms(data, nil); err == nil {
+			s.addrs, s.names, s.mods, s.modNames = full.addrs, full.names, full.mods, full.modNames
+		}
+	})
+	return s
+}
+
+// Prepare parses the symbols of a lazy Symbolizer now, if it has not yet;
+// callers start it early in the background.
+func (s *Symbolizer) Prepare() {
+	if s.lazy != nil {
+		s.lazy()
+	}
 }
 
 // symbolizerBuilder collects the symbols of a Symbolizer.
@@ -100,6 +125,7 @@ func (s *Symbolizer) SymbolizeModule(addr uint64) (name string, off uint64, modu
 
 // find returns the index of the symbol holding addr.
 func (s *Symbolizer) find(addr uint64) (int, bool) {
+	s.Prepare()
 	i := sort.Search(len(s.addrs), func(i int) bool { return s.addrs[i] > addr }) - 1
 	if i < 0 || addr-s.addrs[i] > maxSymbolGap {
 		return 0, false

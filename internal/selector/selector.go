@@ -125,6 +125,59 @@ func Parse(text string) (*Pattern, error) {
 	return p, nil
 }
 
+// LiteralNames returns the function names the patterns select from, when
+// each pattern that selects names its functions in full: a name without
+// glob characters ("vfs_read", "ext4:ext4_sync_file", "tcp_sendmsg(struct
+// sock *)"), or a regular expression of whole names ("/^(vfs_read|vfs_write)$/").
+// Exclusions are left out: they only take away. ok is false when some
+// pattern can match names it does not spell out, or on a bad pattern.
+func LiteralNames(patterns []string) (names []string, ok bool) {
+	for _, text := range patterns {
+		p, err := Parse(text)
+		if err != nil {
+			return nil, false
+		}
+		if p.Exclude {
+			continue
+		}
+		some, ok := p.literalNames()
+		if !ok {
+			return nil, false
+		}
+		names = append(names, some...)
+	}
+	return names, len(names) > 0
+}
+
+// literalNames returns the names p matches when it spells them all out.
+func (p *Pattern) literalNames() ([]string, bool) {
+	isName := func(s string) bool {
+		return s != "" && strings.IndexFunc(s, func(r rune) bool {
+			return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+		}) < 0
+	}
+	if p.re == nil {
+		return []string{p.glob}, isName(p.glob)
+	}
+	expr := p.re.String()
+	inner, ok := strings.CutPrefix(expr, "^")
+	if inner, ok = strings.CutSuffix(inner, "$"); !ok {
+		return nil, false
+	}
+	if group, grouped := strings.CutPrefix(inner, "("); grouped {
+		if inner, ok = strings.CutSuffix(group, ")"); !ok {
+			return nil, false
+		}
+	}
+	names := strings.Split(inner, "|")
+	for _, n := range names {
+		if !isName(n) {
+			return nil, false
+		}
+	}
+	return names, true
+}
+
 // splitTypes splits "name(type, type)" into the name and the normalised
 // types. A regular expression's slashes are skipped, so "/f(o)/" is a name.
 func splitTypes(s string) (string, []string, error) {

@@ -174,3 +174,31 @@ func TestDenyMatchers(t *testing.T) {
 		}
 	}
 }
+
+func TestLiteralNames(t *testing.T) {
+	for _, tc := range []struct {
+		patterns []string
+		want     []string // nil: not literal
+	}{
+		{[]string{"vfs_read"}, []string{"vfs_read"}},
+		{[]string{"vfs_read", "ext4:ext4_sync_file", "!vfs_write"}, []string{"vfs_read", "ext4_sync_file"}},
+		{[]string{"tcp_sendmsg(struct sock *)"}, []string{"tcp_sendmsg"}},
+		{[]string{"/^(vfs_read|vfs_write)$/"}, []string{"vfs_read", "vfs_write"}},
+		{[]string{"/^vfs_read$/"}, []string{"vfs_read"}},
+		{[]string{"vfs_*"}, nil},
+		{[]string{"vfs_rea?"}, nil},
+		{[]string{"/vfs_read/"}, nil},
+		{[]string{"/^(vfs_read|vfs_.*)$/"}, nil},
+		{[]string{"/^vfs_read$|^x$/"}, nil},
+		{[]string{"/^(a)|(b)$/"}, nil},
+		{[]string{"(struct sk_buff *)"}, nil},
+		{[]string{"vfs_read", "tcp_*"}, nil},
+		{[]string{"!vfs_read"}, nil},
+		{[]string{"bad(("}, nil},
+	} {
+		got, ok := LiteralNames(tc.patterns)
+		if ok != (tc.want != nil) || !slices.Equal(got, tc.want) {
+			t.Errorf("%q: %q %v, want %q", tc.patterns, got, ok, tc.want)
+		}
+	}
+}

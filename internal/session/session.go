@@ -334,6 +334,9 @@ func (s *Session) arm(cat *kernel.Catalogue, cfg Config) error {
 		return fmt.Errorf("arm the capture program: %w", err)
 	}
 	sym := cat.Symbolizer()
+	// A catalogue of some functions reads every symbol at the first
+	// address decoded: start now, while the first calls come.
+	go sym.Prepare()
 	s.decoder = event.NewDecoder(s.plans, cfg.Values, sym)
 	s.decoder.Show(s.show.blocks)
 	if cfg.Stack {
