@@ -163,7 +163,11 @@ func (b *builder) build(traced []Symbol, source Source) []Function {
 	funcs := make([]Function, 0, len(keys)+len(b.objects[""].funcs.names)/4)
 	for _, k := range keys {
 		g := groups[k]
-		f := Function{Name: k.name, Module: k.module, Traceable: true, Copies: g.count}
+		// A name kallsyms lists more often than the traceable set (a
+		// notrace static function of the same name elsewhere) has that
+		// many copies: the kernel looks trampolines up by name and may
+		// find the other (p_start in kernel/trace and in AppArmor).
+		f := Function{Name: k.name, Module: k.module, Traceable: true, Copies: max(g.count, len(b.ksyms[k]))}
 		addrs := symbolAddrs(g.addrs, b.ksyms[k])
 		if source == FromFilterNames {
 			addrs = b.ksyms[k]

@@ -315,3 +315,18 @@ func TestLoadNames(t *testing.T) {
 		})
 	}
 }
+
+// TestNotraceCopy checks that a traceable function counts the copies of
+// its name kallsyms lists beyond the traceable set: the kernel resolves a
+// trampoline's target by name and may find the other one.
+func TestNotraceCopy(t *testing.T) {
+	fsys := fixture(t, func(name string, data []byte) []byte {
+		if strings.HasSuffix(name, "kallsyms") {
+			data = append(data, "ffffffff81000010 t tcp_sendmsg\n"...)
+		}
+		return data
+	})
+	if f := only(t, load(t, fsys), "tcp_sendmsg"); !f.Traceable || f.Copies != 2 || len(f.Addrs) != 1 {
+		t.Errorf("tcp_sendmsg with a notrace copy: %+v, want traceable, 2 copies, 1 address", f)
+	}
+}
