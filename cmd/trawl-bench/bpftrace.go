@@ -18,6 +18,7 @@ import (
 
 	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/selector"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
 
@@ -76,7 +77,7 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, load time.D
 	}
 	maxArgs := bpftraceMaxArgs[runtime.GOARCH]
 	fns := fewArgs(cat, names, maxArgs)
-	fmt.Printf("trawl.Open with the fentry backend on N functions picked evenly from the %d functions of the attach bench that have at most %d arguments (%s leaves functions with more out of kfunc probes on %s), then Close; then %s on the functions trawl attached, once with a kfunc (fentry) probe on each, once with a kfunc and a kretfunc (fexit) probe on each, as many programs and trampolines as trawl's fentry and fexit pair. Every probe is `{ @[probe] = count(); }` (one program per probe), with `BEGIN { exit(); }`. bpftrace open: from its start until it says every probe is attached; close: from then until it exits. trawl cold: trawl open plus loading the catalogue (%s in this guest), which this process did once before but a trawl command pays at its start, as bpftrace pays its own start. ratio: bpftrace open / trawl open; cold ratio: bpftrace open / trawl cold. Each measurement runs %d times in a row and the run with the shortest open time counts: host load only ever slows a run down.\n\n",
+	fmt.Printf("trawl.Open with the fentry backend on N functions picked evenly from the %d functions of the attach bench that have at most %d arguments (%s leaves functions with more out of kfunc probes on %s), then Close; then %s on the functions trawl attached, once with a kfunc (fentry) probe on each, once with a kfunc and a kretfunc (fexit) probe on each, as many programs and trampolines as trawl's fentry and fexit pair. Every probe is `{ @[probe] = count(); }` (one program per probe), with `BEGIN { exit(); }`. bpftrace open: from its start until it says every probe is attached; close: from then until it exits. trawl cold: trawl open plus loading the catalogue a trawl command on that pattern loads at its start, as bpftrace pays its own start: only the named functions' (all of them: %s in this guest). ratio: bpftrace open / trawl open; cold ratio: bpftrace open / trawl cold. Each measurement runs %d times in a row and the run with the shortest open time counts: host load only ever slows a run down.\n\n",
 		len(fns), maxArgs, strings.TrimSpace(string(version)), runtime.GOARCH, strings.TrimSpace(string(version)), round(load), rounds)
 	header, rule := "| N | functions | trawl open | trawl cold | trawl close", "|---|---|---|---|---"
 	for _, v := range bpftraceVariants {
@@ -99,6 +100,7 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, load time.D
 		if n != allFunctions {
 			set = pick(fns, n)
 		}
+		load := coldLoad(patternFor(set), load)
 		run := func(i int, name string, measure func() (attachResult, error)) measured {
 			if failed[i] != "" {
 				return measured{why: "not run: failed at N=" + failed[i]}
@@ -144,6 +146,22 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, load time.D
 		fmt.Printf("%s\n\n", strings.Join(notes, " "))
 	}
 	return nil
+}
+
+// coldLoad is how long a trawl command on pattern loads its catalogue:
+// only the named functions' when the pattern names each in full, as
+// trawl.Open does (kernel.LoadNames), else every function's (full).
+func coldLoad(pattern string, full time.Duration) time.Duration {
+	names, ok := selector.LiteralNames([]string{pattern})
+	if !ok {
+		return full
+	}
+	start := time.Now()
+	if _, err := kernel.LoadNames(os.DirFS("/"), names); err != nil {
+		fmt.Fprintf(os.Stderr, "trawl-bench: load the catalogue of %d names: %v\n", len(names), err)
+		return full
+	}
+	return time.Since(start)
 }
 
 // trawlCells formats trawl's open time, its cold open time (plus load,

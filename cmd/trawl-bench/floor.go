@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -30,9 +31,10 @@ var floorBackends = []string{trawl.BackendKprobeMulti, trawl.BackendKprobeSessio
 
 // emptyLinks loads empty programs of backend b's attach types and creates
 // b's links for them: kretprobe.multi and kprobe.multi, or kprobe.session,
-// on addrs; fsession.multi on ids. No cookies: an empty program reads
-// none. It returns the links and programs, to be closed in order.
-func emptyLinks(b string, addrs []uintptr, ids []btf.TypeID) ([]io.Closer, error) {
+// on addrs; fsession.multi on ids, one program and link per module (""
+// for vmlinux), as trawl does. No cookies: an empty program reads none.
+// It returns the links and programs, to be closed in order.
+func emptyLinks(b string, addrs []uintptr, ids map[string][]btf.TypeID) ([]io.Closer, error) {
 	opts := link.KprobeMultiOptions{Addresses: addrs}
 	switch b {
 	case trawl.BackendKprobeMulti:
@@ -50,9 +52,29 @@ func emptyLinks(b string, addrs []uintptr, ids []btf.TypeID) ([]io.Closer, error
 			return link.KprobeMulti(p, opts)
 		}, ebpf.Kprobe, ebpf.AttachTraceKprobeSession)
 	case trawl.BackendTracingMulti:
-		return attachRaw(rawbpf.AttachTraceFSessionMulti, 0, func(p *ebpf.Program) (link.Link, error) {
-			return rawbpf.AttachTracingMulti(p, rawbpf.AttachTraceFSessionMulti, ids, nil)
-		})
+		var closers []io.Closer
+		for _, module := range slices.Sorted(maps.Keys(ids)) {
+			var h *btf.Handle
+			if module != "" {
+				var err error
+				if h, err = btf.FindHandle(func(info *btf.HandleInfo) bool { return info.IsModule() && info.Name == module }); err != nil {
+					closeAll(closers)
+					return nil, fmt.Errorf("BTF of module %s: %w", module, err)
+				}
+			}
+			c, err := attachRaw(rawbpf.TracingSpec{AttachType: rawbpf.AttachTraceFSessionMulti, AttachBTF: h}, func(p *ebpf.Program) (link.Link, error) {
+				return rawbpf.AttachTracingMulti(p, rawbpf.AttachTraceFSessionMulti, ids[module], nil)
+			})
+			if h != nil {
+				h.Close() // the program holds its own reference
+			}
+			if err != nil {
+				closeAll(closers)
+				return nil, err
+			}
+			closers = append(c, closers...) // links and programs close before those of earlier modules
+		}
+		return closers, nil
 	}
 	return nil, fmt.Errorf("the bench has no empty links for backend %s", b)
 }
@@ -60,7 +82,8 @@ func emptyLinks(b string, addrs []uintptr, ids []btf.TypeID) ([]io.Closer, error
 // floorTargets returns the addresses (kprobe backends) or BTF ids
 // (tracing-multi) that trawl attached backend b to: those of the selected
 // functions, less the functions and addresses trawl skipped.
-func floorTargets(b string, sel []*kernel.Function, skipped map[string][]string) (addrs []uintptr, ids []btf.TypeID, funcs int) {
+func floorTargets(b string, sel []*kernel.Function, skipped map[string][]string) (addrs []uintptr, ids map[string][]btf.TypeID, funcs int) {
+	ids = map[string][]btf.TypeID{}
 	left := map[string]bool{}
 	for _, items := range skipped {
 		for _, it := range items {
@@ -72,8 +95,8 @@ func floorTargets(b string, sel []*kernel.Function, skipped map[string][]string)
 			continue
 		}
 		if b == trawl.BackendTracingMulti {
-			if fn.Module == "" && fn.BTFID != 0 {
-				ids = append(ids, fn.BTFID)
+			if fn.BTFID != 0 {
+				ids[fn.Module] = append(ids[fn.Module], fn.BTFID)
 				funcs++
 			}
 			continue

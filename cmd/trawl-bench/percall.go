@@ -62,12 +62,12 @@ var empties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
 	},
 	// An fsession program returning 0 runs at exit too, as trawl's does.
 	trawl.BackendFsession: func(fn *kernel.Function) ([]io.Closer, error) {
-		return attachRaw(rawbpf.AttachTraceFSession, fn.BTFID, func(p *ebpf.Program) (link.Link, error) {
+		return attachRaw(rawbpf.TracingSpec{AttachType: rawbpf.AttachTraceFSession, AttachBTFID: fn.BTFID}, func(p *ebpf.Program) (link.Link, error) {
 			return rawbpf.AttachTracing(p, rawbpf.AttachTraceFSession, 0)
 		})
 	},
 	trawl.BackendTracingMulti: func(fn *kernel.Function) ([]io.Closer, error) {
-		return attachRaw(rawbpf.AttachTraceFSessionMulti, 0, func(p *ebpf.Program) (link.Link, error) {
+		return attachRaw(rawbpf.TracingSpec{AttachType: rawbpf.AttachTraceFSessionMulti}, func(p *ebpf.Program) (link.Link, error) {
 			return rawbpf.AttachTracingMulti(p, rawbpf.AttachTraceFSessionMulti, []btf.TypeID{fn.BTFID}, nil)
 		})
 	},
@@ -135,9 +135,11 @@ func kprobeOptions(fn *kernel.Function) link.KprobeMultiOptions {
 }
 
 // attachRaw loads an empty tracing program of an attach type cilium/ebpf
-// lacks and attaches it.
-func attachRaw(t rawbpf.AttachType, id btf.TypeID, attach func(*ebpf.Program) (link.Link, error)) ([]io.Closer, error) {
-	p, err := rawbpf.LoadTracing(&rawbpf.TracingSpec{Name: "empty", AttachType: t, AttachBTFID: id, Instructions: returnZero, License: "GPL"})
+// lacks, as spec says (its attach type and target), and attaches it.
+func attachRaw(spec rawbpf.TracingSpec, attach func(*ebpf.Program) (link.Link, error)) ([]io.Closer, error) {
+	t := spec.AttachType
+	spec.Name, spec.Instructions, spec.License = "empty", returnZero, "GPL"
+	p, err := rawbpf.LoadTracing(&spec)
 	if err != nil {
 		return nil, fmt.Errorf("load an empty %s program: %w", t, err)
 	}

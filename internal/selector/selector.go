@@ -164,7 +164,11 @@ func (p *Pattern) literalNames() ([]string, bool) {
 	if inner, ok = strings.CutSuffix(inner, "$"); !ok {
 		return nil, false
 	}
-	if group, grouped := strings.CutPrefix(inner, "("); grouped {
+	group, grouped := strings.CutPrefix(inner, "(?:")
+	if !grouped {
+		group, grouped = strings.CutPrefix(inner, "(")
+	}
+	if grouped {
 		if inner, ok = strings.CutSuffix(group, ")"); !ok {
 			return nil, false
 		}

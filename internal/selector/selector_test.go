@@ -185,6 +185,7 @@ func TestLiteralNames(t *testing.T) {
 		{[]string{"tcp_sendmsg(struct sock *)"}, []string{"tcp_sendmsg"}},
 		{[]string{"/^(vfs_read|vfs_write)$/"}, []string{"vfs_read", "vfs_write"}},
 		{[]string{"/^vfs_read$/"}, []string{"vfs_read"}},
+		{[]string{"vmlinux:/^(?:vfs_read|vfs_write)$/"}, []string{"vfs_read", "vfs_write"}},
 		{[]string{"vfs_*"}, nil},
 		{[]string{"vfs_rea?"}, nil},
 		{[]string{"/vfs_read/"}, nil},
