@@ -381,11 +381,9 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 }
 
 // finish ends a trace that was stopped: the program is disarmed, what is
-// already in the ring buffer is shown, the output flushed, the summary
-// printed, then everything detached. After an interrupt the calls left are
-// shown for at most drainTime (none after a second interrupt); when the
-// command exited or --duration passed, all of them are (the ring buffer
-// bounds how many), unless an interrupt cuts it short.
+// already in the ring buffer is shown (for at most drainTime, none after
+// a second interrupt), the output flushed, the summary printed, then
+// everything detached.
 func finish(ctx context.Context, s *trawl.Session, r render.Renderer, stop *stopper, child *gatedCommand, readErr error, stderr io.Writer) error {
 	stopErr := s.Stop()
 	if why := stop.why(); why != "" {
@@ -393,11 +391,7 @@ func finish(ctx context.Context, s *trawl.Session, r render.Renderer, stop *stop
 	}
 	pipeClosed := errors.Is(readErr, syscall.EPIPE)
 	if readErr == nil && !hurried(ctx) {
-		if signalOf(ctx) != 0 {
-			readErr = drain(s, r, time.Now().Add(drainTime), hurryChan(ctx), nil)
-		} else {
-			readErr = drain(s, r, time.Time{}, ctx.Done(), stderr)
-		}
+		readErr = drain(s, r, time.Now().Add(drainTime), hurryChan(ctx))
 	}
 	if _, err := s.Discard(); err != nil && readErr == nil {
 		readErr = err
@@ -433,8 +427,8 @@ func finish(ctx context.Context, s *trawl.Session, r render.Renderer, stop *stop
 	return nil
 }
 
-// drainTime bounds how long an interrupted trace keeps showing the calls
-// already in the ring buffer; the rest are counted as not read.
+// drainTime bounds how long a stopped trace keeps showing the calls
+// already in the ring buffer; the rest are counted as not shown.
 const drainTime = 500 * time.Millisecond
 
 // flushEvery is the longest output waits in a buffer while calls flow.
@@ -473,21 +467,15 @@ func readCalls(s *trawl.Session, r render.Renderer, stop *stopper) error {
 }
 
 // drain renders the calls waiting in the ring buffer until it is empty,
-// until the deadline (zero: none), or until cut closes. When it takes more
-// than a second, it says so on notice (if not nil): the user may cut it.
-func drain(s *trawl.Session, r render.Renderer, deadline time.Time, cut <-chan struct{}, notice io.Writer) error {
+// until the deadline, or until hurry closes.
+func drain(s *trawl.Session, r render.Renderer, deadline time.Time, hurry <-chan struct{}) error {
 	var c trawl.Call
-	start := time.Now()
-	s.SetDeadline(start)
-	for deadline.IsZero() || time.Now().Before(deadline) {
+	s.SetDeadline(time.Now())
+	for time.Now().Before(deadline) {
 		select {
-		case <-cut:
+		case <-hurry:
 			return nil
 		default:
-		}
-		if notice != nil && time.Since(start) > time.Second {
-			fmt.Fprintln(notice, "trawl: showing the calls left in the ring buffer (Ctrl-C to leave them out)")
-			notice = nil
 		}
 		err := s.Read(context.Background(), &c)
 		switch {
