@@ -62,6 +62,10 @@ func TestMain(m *testing.M) {
 	case len(os.Args) >= 2 && os.Args[1] == opensArg:
 		opens(os.Args[2:])
 		os.Exit(0)
+	case len(os.Args) >= 2 && os.Args[1] == opensLingerArg:
+		opens(os.Args[2:])
+		time.Sleep(lingerTime)
+		os.Exit(0)
 	case os.Getenv(roleEnv) == "trawl":
 		os.Args = append([]string{"trawl"}, os.Args[1:]...)
 		main()

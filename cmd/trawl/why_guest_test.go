@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
@@ -24,6 +25,15 @@ func opens(paths []string) {
 		}
 	}
 }
+
+// opensLingerArg is opensArg, then a wait of lingerTime before the exit.
+const opensLingerArg = "__opens_linger"
+
+// lingerTime is how long the opensLingerArg command waits after its
+// opens: what a trace of thousands of calls needs to read them while the
+// command runs, on a busy host under emulation. (The command's exit stops
+// the trace, which then reads what is left for half a second at most.)
+const lingerTime = 10 * time.Second
 
 // jsonCall is a call as --json writes it, the fields these tests read.
 type jsonCall struct {
@@ -165,15 +175,16 @@ func isBPF(frame string) bool { return strings.HasSuffix(frame, " [bpf]") }
 
 // TestEntryGraph traces every function inside calls of do_sys_openat2
 // (graph tracing): each call is nested in a call of it, on the same task,
-// of the traced command. (Thousands of calls come: the trace may stop
-// before it reads the last entry calls, after their nested calls.)
+// of the traced command. Thousands of calls come, the entry calls last
+// (they end after their nested calls): the command waits after its opens
+// so that the trace reads them before its exit stops the trace.
 func TestEntryGraph(t *testing.T) {
 	guest.Require(t)
 	if k := guest.Kernel(); k != "amd64-7.3" {
 		t.Skipf("every function is attached on amd64-7.3 only, to keep make test within the CI budget; this is %s", k)
 	}
 	exe := os.Args[0]
-	cmd := trawlCmd("-q", "--json", "--entry", openEntry, "*", "--", exe, opensArg, exe, "/trawl-missing-file")
+	cmd := trawlCmd("-q", "--json", "--entry", openEntry, "*", "--", exe, opensLingerArg, exe, "/trawl-missing-file")
 	out, stderr, status := runLimited(t, cmd, 2*startLimit+stopLimit)
 	if status != 0 {
 		t.Fatalf("status %d\n%s", status, stderr)
