@@ -330,9 +330,6 @@ func (s *Session) attach(ctx context.Context, progress backend.Progress) error {
 
 // arm lets the capture program trace calls and readies their decoding.
 func (s *Session) arm(cat *kernel.Catalogue, cfg Config) error {
-	if err := s.capture.Collection.Variables[bpf.CaptureVarArmed].Set(uint32(1)); err != nil {
-		return fmt.Errorf("arm the capture program: %w", err)
-	}
 	sym := cat.Symbolizer()
 	// A catalogue of some functions reads every symbol at the first
 	// address decoded: start now, while the first calls come.
@@ -342,6 +339,11 @@ func (s *Session) arm(cat *kernel.Catalogue, cfg Config) error {
 	if cfg.Stack {
 		s.stacks = &stackFrames{m: s.capture.Collection.Maps[bpf.CaptureMapStacks], sym: sym, cache: map[uint32][]string{},
 			trampoline: s.Backend.Family == plan.Trampoline, started: map[startKey][]string{}}
+	}
+	// Last: once armed, every traced call runs the whole program, which
+	// slows down the kernel functions the rest of this step would call.
+	if err := s.capture.Collection.Variables[bpf.CaptureVarArmed].Set(uint32(1)); err != nil {
+		return fmt.Errorf("arm the capture program: %w", err)
 	}
 	return nil
 }
