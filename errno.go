@@ -19,3 +19,7 @@ func ErrnoByName(name string) (syscall.Errno, error) {
 	}
 	return syscall.Errno(n), nil
 }
+
+// ErrnoName returns the name of a positive error number, such as "ENOENT",
+// including the kernel's internal ones, or "" if it has none.
+func ErrnoName(errno syscall.Errno) string { return decode.ErrnoName(int64(errno)) }

@@ -112,3 +112,31 @@ func (h *Histogram) log2Counts() []uint64 {
 	}
 	return out
 }
+
+// Bucket is one bucket of a Histogram: Count values from Lo to Hi, both
+// included.
+type Bucket struct{ Lo, Hi, Count uint64 }
+
+// Buckets returns the histogram's non-empty buckets, in ascending order.
+func (h *Histogram) Buckets() []Bucket {
+	var out []Bucket
+	for i, n := range h.counts {
+		if n > 0 {
+			lo, hi := bucketRange(i)
+			out = append(out, Bucket{lo, hi, n})
+		}
+	}
+	return out
+}
+
+// Merge adds the values of o.
+func (h *Histogram) Merge(o Histogram) {
+	if len(o.counts) > len(h.counts) {
+		h.counts = append(h.counts, make([]uint64, len(o.counts)-len(h.counts))...)
+	}
+	for i, n := range o.counts {
+		h.counts[i] += n
+	}
+	h.total += o.total
+	h.max = max(h.max, o.max)
+}

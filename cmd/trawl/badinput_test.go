@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,11 @@ func TestBadInput(t *testing.T) {
 		{"interval without stats", []string{"--interval", "1s", "vfs_read"}, 2, "--interval needs --stats"},
 		{"sort without stats", []string{"--sort", "p99", "vfs_read"}, 2, "--sort needs --stats"},
 		{"hist without stats", []string{"--hist", "vfs_read", "vfs_read"}, 2, "--hist needs --stats"},
+		{"listen without stats", []string{"--listen", ":9090", "vfs_read"}, 2, "--listen needs --stats"},
+		{"listen without a port", []string{"--stats", "--listen", "localhost", "vfs_read"}, 2, "want HOST:PORT or :PORT"},
+		{"max-series without listen", []string{"--stats", "--max-series", "10", "vfs_read"}, 2, "--max-series needs --listen"},
+		{"max-series zero", []string{"--stats", "--listen", ":9090", "--max-series", "0", "vfs_read"}, 2, "--max-series 0: want at least 1"},
+		{"pprof without listen", []string{"--stats", "--pprof", "vfs_read"}, 2, "--pprof needs --listen"},
 		{"bad sort", []string{"--stats", "--sort", "colour", "vfs_read"}, 2, `--sort "colour"`},
 		{"depth zero", []string{"--depth", "0", "vfs_read"}, 2, "--depth must be 1 to 16"},
 		{"depth too big", []string{"--depth", "99", "vfs_read"}, 2, "--depth must be 1 to 16"},
@@ -110,4 +116,19 @@ func runReal(t *testing.T, args ...string) (string, string, int) {
 		t.Fatalf("trawl %v still running after a minute", args)
 	}
 	return "", "", 0
+}
+
+// TestListenInUse checks that a --listen address in use is refused before
+// anything is traced, in one line.
+func TestListenInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	stdout, stderr, status := runReal(t, "--stats", "--listen", ":"+port, "vfs_read")
+	if status != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "--listen: ") || !strings.Contains(stderr, "address already in use") {
+		t.Errorf("status %d, stdout %q, stderr:\n%s\nwant 1 and one line: --listen: ... address already in use", status, stdout, stderr)
+	}
 }

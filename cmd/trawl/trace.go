@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/metrics"
 	"github.com/trawl-dev/trawl/render"
 )
 
@@ -47,6 +49,9 @@ type traceFlags struct {
 	interval    time.Duration
 	sortBy      string
 	hist        string
+	listen      string
+	maxSeries   int
+	pprof       bool
 	output      string
 	depth       int
 	maxBytes    int
@@ -114,6 +119,9 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.DurationVar(&f.interval, "interval", 0, "with --format stats, refresh the table every `D`")
 	fs.StringVar(&f.sortBy, "sort", "count", "with --format stats, sort by `COLUMN`: "+strings.Join(render.SortColumns, ", "))
 	fs.StringVar(&f.hist, "hist", "", "with --format stats, show the latency histogram of `FUNC`")
+	fs.StringVar(&f.listen, "listen", "", "with --stats, serve Prometheus metrics of the counts at http://`ADDR`/metrics (and /healthz) until stopped; ADDR is HOST:PORT, or :PORT for 127.0.0.1")
+	fs.IntVar(&f.maxSeries, "max-series", metrics.DefaultMaxSeries, "with --listen, give at most `N` functions series of their own; the calls of the others add up under function=\"_other\"")
+	fs.BoolVar(&f.pprof, "pprof", false, "with --listen, also serve Go's profiles under /debug/pprof/")
 	fs.IntVar(&f.depth, "depth", 0, fmt.Sprintf("show `N` levels of nested structs, 1 to %d (default 2), and capture the structs pointers lead to N-1 pointers deep: from 3, the structs the arguments' structs point to (within --call-bytes)", maxDepth))
 	fs.IntVar(&f.callBytes, "call-bytes", 0, fmt.Sprintf("with --depth 3 or more, capture at most `N` bytes of memory per call, 1 to %d (default %[1]d): the arguments' memory counts first, and the structs --depth reaches that do not fit are marked <cut>", maxCallBytes))
 	fs.IntVar(&f.maxBytes, "max-bytes", 0, fmt.Sprintf("capture sized buffers and show strings up to `N` bytes long, 1 to %d (default 64)", maxMaxBytes))
@@ -208,9 +216,22 @@ func (f *traceFlags) validate(command []string) error {
 	if !slices.Contains(formats, f.format) {
 		return bad("--format %q: want one of %s", f.format, strings.Join(formats, ", "))
 	}
-	for _, name := range []string{"interval", "sort", "hist"} {
+	for _, name := range []string{"interval", "sort", "hist", "listen"} {
 		if f.set[name] && f.outputFormat() != formatStats {
 			return bad("--%s needs --stats (or --format stats)", name)
+		}
+	}
+	for _, name := range []string{"max-series", "pprof"} {
+		if f.set[name] && f.listen == "" {
+			return bad("--%s needs --listen", name)
+		}
+	}
+	if f.maxSeries < 1 {
+		return bad("--max-series %d: want at least 1", f.maxSeries)
+	}
+	if f.listen != "" {
+		if _, _, err := net.SplitHostPort(f.listen); err != nil {
+			return bad("--listen %q: want HOST:PORT or :PORT", f.listen)
 		}
 	}
 	if f.set["sort"] && !slices.Contains(render.SortColumns, f.sortBy) {
@@ -312,6 +333,13 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	} else {
 		cfg.Errnos = errnos
 	}
+	var ln net.Listener
+	if f.listen != "" {
+		if ln, err = listenMetrics(f.listen); err != nil {
+			return err
+		}
+		defer ln.Close()
+	}
 	if len(command) > 0 {
 		if child, err = startGated(command, stdout, stderr); err != nil {
 			return err
@@ -364,6 +392,9 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 
 	stop := newStopper(ctx)
 	defer stop.release()
+	if ln != nil {
+		defer serveMetrics(ln, s, f, stop.fired, notices)()
+	}
 	if f.duration > 0 {
 		stop.after(f.duration, "duration")
 	}

@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package metrics serves what an aggregating trace counts in the kernel
+// (trawl.Config.Aggregate, `trawl --stats`) as Prometheus metrics, read
+// from the kernel at each scrape: nothing is done per call in user space.
+//
+//	trawl_calls_total{function, module}
+//	trawl_call_errors_total{function, module, errno}
+//	trawl_call_duration_seconds{function, module}  (histogram)
+//	trawl_functions{backend, state, reason}
+//	trawl_dropped_total, trawl_missed_total{kind}
+//	trawl_build_info{version, kernel}
+//
+// A function's calls are counted from the moment the trace was armed. The
+// module label is "vmlinux" for the kernel itself. Past Options.MaxSeries
+// functions, the calls of the functions seen later add up under
+// function="_other", module="_other", so that the number of series stays
+// bounded with every function attached.
+package metrics
+
+import (
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/trawl-dev/trawl"
+)
+
+// Source is what the collector reads at each scrape: a *trawl.Session of
+// an aggregating trace.
+type Source interface {
+	FunctionStats() ([]trawl.FunctionStats, error)
+	Stats() (trawl.Stats, error)
+}
+
+// Options configures a Collector.
+type Options struct {
+	// MaxSeries bounds the functions with label sets of their own; 0
+	// means DefaultMaxSeries.
+	MaxSeries int
+	// Backend is the name of the backend that attached the functions
+	// (trawl.Session.Backend), for trawl_functions.
+	Backend string
+	// Kernel is the running kernel's release, for trawl_build_info.
+	Kernel string
+}
+
+// DefaultMaxSeries is the number of functions with series of their own
+// when Options.MaxSeries is 0.
+const DefaultMaxSeries = 2000
+
+// Other is the function and module label of the calls of the functions
+// past Options.MaxSeries.
+const Other = "_other"
+
+var (
+	callsDesc = prometheus.NewDesc("trawl_calls_total",
+		"Calls of the function that ended, counted in the kernel.", []string{"function", "module"}, nil)
+	errorsDesc = prometheus.NewDesc("trawl_call_errors_total",
+		"Calls of the function that returned an error, by error name (NULL for a NULL pointer).", []string{"function", "module", "errno"}, nil)
+	durationDesc = prometheus.NewDesc("trawl_call_duration_seconds",
+		"Duration of the function's calls, from the kernel's log-linear histogram (8 buckets per power of two).", []string{"function", "module"}, nil)
+	functionsDesc = prometheus.NewDesc("trawl_functions",
+		"Functions selected, by backend, state (attached or skipped) and the reason they were skipped.", []string{"backend", "state", "reason"}, nil)
+	droppedDesc = prometheus.NewDesc("trawl_dropped_total",
+		"Calls lost because the ring buffer was full (none when only counting).", nil, nil)
+	missedDesc = prometheus.NewDesc("trawl_missed_total",
+		"Calls or events the kernel program missed, by kind.", []string{"kind"}, nil)
+	buildDesc = prometheus.NewDesc("trawl_build_info",
+		"trawl's version and the kernel it traces; always 1.", []string{"version", "kernel"}, nil)
+)
+
+// Collector is a prometheus.Collector of a trace's in-kernel aggregates.
+// It is safe for concurrent scrapes.
+type Collector struct {
+	src  Source
+	opts Options
+
+	mu sync.Mutex
+	// own holds the functions with series of their own, in the order
+	// they were first seen: a function keeps its series once it has one,
+	// and one seen after MaxSeries others stays in _other, so that every
+	// counter only grows.
+	own map[seriesKey]bool
+}
+
+type seriesKey struct{ function, module string }
+
+// NewCollector returns a Collector of src.
+func NewCollector(src Source, opts Options) *Collector {
+	if opts.MaxSeries <= 0 {
+		opts.MaxSeries = DefaultMaxSeries
+	}
+	return &Collector{src: src, opts: opts, own: map[seriesKey]bool{}}
+}
+
+// Describe sends the descriptors of the metrics.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{callsDesc, errorsDesc, durationDesc, functionsDesc, droppedDesc, missedDesc, buildDesc} {
+		ch <- d
+	}
+}
+
+// Collect reads the aggregates from the kernel and sends the metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(buildDesc, prometheus.GaugeValue, 1, trawl.Version().Version, c.opts.Kernel)
+	if st, err := c.src.Stats(); err != nil {
+		ch <- prometheus.NewInvalidMetric(missedDesc, err)
+	} else {
+		c.collectStats(ch, st)
+	}
+	fs, err := c.src.FunctionStats()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(callsDesc, err)
+		return
+	}
+	for _, f := range c.fold(fs) {
+		ch <- prometheus.MustNewConstMetric(callsDesc, prometheus.CounterValue, float64(f.Calls), f.Func, f.Module)
+		for _, errno := range slices.Sorted(maps.Keys(f.Errnos)) {
+			ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(f.Errnos[errno]), f.Func, f.Module, errnoLabel(errno))
+		}
+		ch <- newDuration(f)
+	}
+}
+
+func (c *Collector) collectStats(ch chan<- prometheus.Metric, st trawl.Stats) {
+	ch <- prometheus.MustNewConstMetric(functionsDesc, prometheus.GaugeValue, float64(st.Attached), c.opts.Backend, "attached", "")
+	for reason, items := range st.Skipped {
+		ch <- prometheus.MustNewConstMetric(functionsDesc, prometheus.GaugeValue, float64(len(items)), c.opts.Backend, "skipped", reason)
+	}
+	ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(st.Drops))
+	for _, m := range []struct {
+		kind string
+		n    uint64
+	}{
+		{"no_task_storage", st.MissStorage}, {"too_deep", st.MissDepth}, {"exit_without_entry", st.MissEntry},
+		{"entry_without_exit", st.MissExit}, {"errno_map_full", st.MissErrno}, {"pids_map_full", st.MissPIDs},
+		{"recursion", sum(st.RecursionMisses)},
+	} {
+		ch <- prometheus.MustNewConstMetric(missedDesc, prometheus.CounterValue, float64(m.n), m.kind)
+	}
+}
+
+// fold returns the functions of fs with series of their own, labelled,
+// and one more, Other, adding up the others' calls (if any).
+func (c *Collector) fold(fs []trawl.FunctionStats) []trawl.FunctionStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Functions not seen before are taken in name order, so that which of
+	// them get series of their own does not depend on the map order.
+	sort.SliceStable(fs, func(i, j int) bool { return fs[i].Module+"\x00"+fs[i].Func < fs[j].Module+"\x00"+fs[j].Func })
+	var out []trawl.FunctionStats
+	other := trawl.FunctionStats{Func: Other, Module: Other, Errnos: map[int]uint64{}}
+	folded := false
+	for _, f := range fs {
+		module := f.Module
+		if module == "" {
+			module = "vmlinux"
+		}
+		k := seriesKey{f.Func, module}
+		if !c.own[k] && len(c.own) < c.opts.MaxSeries {
+			c.own[k] = true
+		}
+		if c.own[k] {
+			f.Module = module
+			out = append(out, f)
+			continue
+		}
+		other.Calls += f.Calls
+		other.Errors += f.Errors
+		other.Total += f.Total
+		for e, n := range f.Errnos {
+			other.Errnos[e] += n
+		}
+		other.Latency.Merge(f.Latency)
+		folded = true
+	}
+	if folded {
+		out = append(out, other)
+	}
+	return out
+}
+
+func errnoLabel(errno int) string {
+	if errno == 0 {
+		return "NULL"
+	}
+	if name := trawl.ErrnoName(syscall.Errno(errno)); name != "" {
+		return name
+	}
+	return "E" + strconv.Itoa(errno)
+}
+
+// duration is the histogram metric of one function: classic buckets at
+// each power of two nanoseconds, and native buckets (schema 3, eight per
+// power of two), both made from the kernel's buckets.
+type duration struct {
+	labels []*dto.LabelPair
+	h      dto.Histogram
+}
+
+func newDuration(f trawl.FunctionStats) prometheus.Metric {
+	d := &duration{labels: []*dto.LabelPair{
+		{Name: proto.String("function"), Value: proto.String(f.Func)},
+		{Name: proto.String("module"), Value: proto.String(f.Module)},
+	}}
+	buckets := f.Latency.Buckets()
+	var count uint64
+	for _, b := range buckets {
+		count += b.Count
+	}
+	d.h.SampleCount = proto.Uint64(count)
+	d.h.SampleSum = proto.Float64(float64(f.Total) / 1e9)
+	// Classic: the same bounds at every scrape, 2^k - 1 ns for k up to
+	// classicMax, each count exact since the kernel's buckets never
+	// straddle a power of two.
+	next := 0
+	var cum uint64
+	for k := 1; k <= classicMax; k++ {
+		le := uint64(1)<<k - 1
+		for next < len(buckets) && buckets[next].Hi <= le {
+			cum += buckets[next].Count
+			next++
+		}
+		d.h.Bucket = append(d.h.Bucket, &dto.Bucket{UpperBound: proto.Float64(float64(le) / 1e9), CumulativeCount: proto.Uint64(cum)})
+	}
+	// Native, schema 3: bucket i holds (2^((i-1)/8), 2^(i/8)] seconds.
+	// Each kernel bucket goes to the native bucket of its middle: its
+	// bounds are linear within a power of two, the native ones
+	// exponential, so a value moves by at most one bucket (9%).
+	var zero uint64
+	counts := map[int32]int64{}
+	for _, b := range buckets {
+		mid := (float64(b.Lo) + float64(b.Hi)) / 2 / 1e9
+		if mid <= 0 {
+			zero += b.Count
+			continue
+		}
+		counts[int32(math.Ceil(8*math.Log2(mid)))] += int64(b.Count)
+	}
+	d.h.Schema = proto.Int32(3)
+	d.h.ZeroThreshold = proto.Float64(0)
+	d.h.ZeroCount = proto.Uint64(zero)
+	idx := slices.Sorted(maps.Keys(counts))
+	var prev int64
+	for i, k := range idx {
+		if i == 0 || k != idx[i-1]+1 {
+			offset := k
+			if i > 0 {
+				offset = k - idx[i-1] - 1
+			}
+			d.h.PositiveSpan = append(d.h.PositiveSpan, &dto.BucketSpan{Offset: proto.Int32(offset), Length: proto.Uint32(0)})
+		}
+		span := d.h.PositiveSpan[len(d.h.PositiveSpan)-1]
+		span.Length = proto.Uint32(span.GetLength() + 1)
+		d.h.PositiveDelta = append(d.h.PositiveDelta, counts[k]-prev)
+		prev = counts[k]
+	}
+	return d
+}
+
+// Desc returns the histogram's descriptor.
+func (d *duration) Desc() *prometheus.Desc { return durationDesc }
+
+// Write writes the histogram with its classic and native buckets.
+func (d *duration) Write(m *dto.Metric) error {
+	m.Label = d.labels
+	m.Histogram = &d.h
+	return nil
+}
+
+// classicMax is the largest power of two of the classic buckets' bounds:
+// 2^35 - 1 ns is 34 s, above which the kernel's histogram has no bucket
+// of its own.
+const classicMax = 35
+
+func sum(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

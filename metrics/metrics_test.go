@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"syscall"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/render"
+)
+
+// fakeSource is a trace's aggregates, made up.
+type fakeSource struct {
+	fs  []trawl.FunctionStats
+	st  trawl.Stats
+	err error
+}
+
+func (f *fakeSource) FunctionStats() ([]trawl.FunctionStats, error) { return f.fs, f.err }
+func (f *fakeSource) Stats() (trawl.Stats, error)                   { return f.st, nil }
+
+// function makes a function's figures: calls of the durations given (ns),
+// errors with errno ENOENT.
+func function(name, module string, errors uint64, durations ...uint64) trawl.FunctionStats {
+	var h render.Histogram
+	var total uint64
+	for _, d := range durations {
+		h.Record(d)
+		total += d
+	}
+	f := trawl.FunctionStats{Func: name, Module: module, Calls: uint64(len(durations)), Errors: errors, Total: total, Latency: h, Errnos: map[int]uint64{}}
+	if errors > 0 {
+		f.Errnos[int(syscall.ENOENT)] = errors
+	}
+	return f
+}
+
+// scrape fetches /metrics as text and parses it.
+func scrape(t *testing.T, srv *httptest.Server) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mfs
+}
+
+// series returns the metric of family name whose labels are labels
+// ("k=v,k=v"), or nil.
+func series(mfs map[string]*dto.MetricFamily, name, labels string) *dto.Metric {
+	mf := mfs[name]
+	if mf == nil {
+		return nil
+	}
+	for _, m := range mf.Metric {
+		var got []string
+		for _, l := range m.Label {
+			got = append(got, l.GetName()+"="+l.GetValue())
+		}
+		if strings.Join(got, ",") == labels {
+			return m
+		}
+	}
+	return nil
+}
+
+func TestMetrics(t *testing.T) {
+	src := &fakeSource{
+		fs: []trawl.FunctionStats{
+			function("vfs_read", "", 0, 100, 1000, 1500, 1_000_000),
+			function("do_sys_openat2", "", 2, 5000, 7000),
+			function("p9_client_read", "9pnet", 0, 3),
+		},
+		st: trawl.Stats{Attached: 3, Drops: 0, MissDepth: 4, Skipped: trawl.Skips{"variable arguments": {"printk"}}},
+	}
+	srv := httptest.NewServer(Handler(NewCollector(src, Options{Backend: "kprobe-session", Kernel: "7.3.4"}), HandlerOptions{}))
+	defer srv.Close()
+	mfs := scrape(t, srv)
+
+	for _, c := range []struct {
+		name, labels string
+		want         float64
+	}{
+		{"trawl_calls_total", "function=vfs_read,module=vmlinux", 4},
+		{"trawl_calls_total", "function=do_sys_openat2,module=vmlinux", 2},
+		{"trawl_calls_total", "function=p9_client_read,module=9pnet", 1},
+		{"trawl_call_errors_total", "errno=ENOENT,function=do_sys_openat2,module=vmlinux", 2},
+		{"trawl_functions", "backend=kprobe-session,reason=,state=attached", 3},
+		{"trawl_functions", "backend=kprobe-session,reason=variable arguments,state=skipped", 1},
+		{"trawl_missed_total", "kind=too_deep", 4},
+		{"trawl_dropped_total", "", 0},
+		{"trawl_build_info", "kernel=7.3.4,version=" + trawl.Version().Version, 1},
+	} {
+		m := series(mfs, c.name, c.labels)
+		if m == nil {
+			t.Errorf("%s{%s}: missing", c.name, c.labels)
+			continue
+		}
+		var got float64
+		switch {
+		case m.Counter != nil:
+			got = m.Counter.GetValue()
+		case m.Gauge != nil:
+			got = m.Gauge.GetValue()
+		case m.Untyped != nil:
+			got = m.Untyped.GetValue()
+		}
+		if got != c.want {
+			t.Errorf("%s{%s} = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+
+	h := series(mfs, "trawl_call_duration_seconds", "function=vfs_read,module=vmlinux").GetHistogram()
+	if h.GetSampleCount() != 4 || h.GetSampleSum() != 1_002_600e-9 {
+		t.Errorf("vfs_read histogram: %d calls, sum %v", h.GetSampleCount(), h.GetSampleSum())
+	}
+	// Cumulative counts at 2^k - 1 ns: 100 ns is below 127, 1000 and
+	// 1500 below 2047, 1 ms below 2^20 - 1.
+	for le, want := range map[float64]uint64{63e-9: 0, 127e-9: 1, 1023e-9: 2, 2047e-9: 3, 1048575e-9: 4} {
+		found := false
+		for _, b := range h.Bucket {
+			if b.GetUpperBound() == le {
+				found = true
+				if b.GetCumulativeCount() != want {
+					t.Errorf("vfs_read le=%v: %d, want %d", le, b.GetCumulativeCount(), want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("vfs_read: no bucket le=%v", le)
+		}
+	}
+}
+
+// TestMaxSeries checks the fold into _other: the first functions keep
+// their series, the others add up, and a function seen later never takes
+// a series of its own, so every counter only grows.
+func TestMaxSeries(t *testing.T) {
+	src := &fakeSource{}
+	for i := range 5 {
+		src.fs = append(src.fs, function(fmt.Sprintf("f%d", i), "", 1, 10, 20))
+	}
+	c := NewCollector(src, Options{MaxSeries: 3})
+	srv := httptest.NewServer(Handler(c, HandlerOptions{}))
+	defer srv.Close()
+	mfs := scrape(t, srv)
+	if n := len(mfs["trawl_calls_total"].Metric); n != 4 {
+		t.Errorf("%d call series, want 3 and _other", n)
+	}
+	other := series(mfs, "trawl_calls_total", "function=_other,module=_other")
+	if other.GetCounter().GetValue() != 4 {
+		t.Errorf("_other: %v calls, want 4 (two functions of two)", other.GetCounter().GetValue())
+	}
+	if e := series(mfs, "trawl_call_errors_total", "errno=ENOENT,function=_other,module=_other"); e.GetCounter().GetValue() != 2 {
+		t.Errorf("_other errors: %v, want 2", e.GetCounter().GetValue())
+	}
+	if h := series(mfs, "trawl_call_duration_seconds", "function=_other,module=_other").GetHistogram(); h.GetSampleCount() != 4 {
+		t.Errorf("_other histogram: %d, want 4", h.GetSampleCount())
+	}
+	// A new function, first in name order, comes: it goes to _other.
+	src.fs = append(src.fs, function("a", "", 0, 5))
+	mfs = scrape(t, srv)
+	if series(mfs, "trawl_calls_total", "function=a,module=vmlinux") != nil {
+		t.Error("a function seen after the limit got a series of its own")
+	}
+	if got := series(mfs, "trawl_calls_total", "function=_other,module=_other").GetCounter().GetValue(); got != 5 {
+		t.Errorf("_other after a new function: %v, want 5", got)
+	}
+}
+
+// TestNativeHistogram checks that a scraper asking for protobuf gets the
+// native buckets too, which add up to the count.
+func TestNativeHistogram(t *testing.T) {
+	src := &fakeSource{fs: []trawl.FunctionStats{function("f", "", 0, 1, 100, 100, 5000, 1_000_000_000)}}
+	srv := httptest.NewServer(Handler(NewCollector(src, Options{}), HandlerOptions{}))
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/metrics", nil)
+	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeProtoDelim)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	dec := expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header))
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); errors.Is(err, io.EOF) {
+			t.Fatal("no trawl_call_duration_seconds")
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if mf.GetName() != "trawl_call_duration_seconds" {
+			continue
+		}
+		h := mf.Metric[0].GetHistogram()
+		if h.GetSchema() != 3 {
+			t.Errorf("schema %d, want 3", h.GetSchema())
+		}
+		var n, cur int64
+		for _, d := range h.PositiveDelta {
+			cur += d
+			n += cur
+		}
+		if uint64(n)+h.GetZeroCount() != 5 || h.GetSampleCount() != 5 {
+			t.Errorf("native buckets hold %d (+%d zero), count %d; want 5", n, h.GetZeroCount(), h.GetSampleCount())
+		}
+		return
+	}
+}
+
+func TestHealthAndFailure(t *testing.T) {
+	src := &fakeSource{err: errors.New("session closed")}
+	var health error
+	srv := httptest.NewServer(Handler(NewCollector(src, Options{}), HandlerOptions{Health: func() error { return health }}))
+	defer srv.Close()
+	get := func(path string) int {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := get("/healthz"); s != 200 {
+		t.Errorf("/healthz while tracing: %d", s)
+	}
+	health = errors.New("detached")
+	if s := get("/healthz"); s != http.StatusServiceUnavailable {
+		t.Errorf("/healthz after the trace: %d", s)
+	}
+	if s := get("/debug/pprof/"); s != http.StatusNotFound {
+		t.Errorf("pprof without asking: %d", s)
+	}
+	if s := get("/metrics"); s != http.StatusOK {
+		t.Errorf("/metrics with the kernel's figures unreadable: %d, want 200 with the rest", s)
+	}
+	resp, err := http.Post(srv.URL+"/metrics", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /metrics: %d, want 405", resp.StatusCode)
+	}
+}
