@@ -20,7 +20,24 @@ import (
 // before. The benchmarks run it in guests, next to trawl, through the
 // unpacked dynamic loader (guest.BpftraceCommand).
 func FetchBpftrace(ctx context.Context, cache, arch string) (string, error) {
-	dir := filepath.Join(cache, "bpftrace", arch)
+	return fetchPackage(ctx, cache, arch, "bpftrace", nil, "bpftrace")
+}
+
+// FetchPrometheus downloads Debian's prometheus (the server and promtool)
+// for arch, with libc, the only library its Go binaries link, as
+// FetchBpftrace does bpftrace: the metrics tests run them in guests
+// (guest.Prometheus). (Its closure would take the web console's
+// JavaScript packages, which apt cannot take for a foreign arch.)
+func FetchPrometheus(ctx context.Context, cache, arch string) (string, error) {
+	return fetchPackage(ctx, cache, arch, "prometheus", []string{"prometheus", "libc6"}, "prometheus", "promtool")
+}
+
+// fetchPackage downloads Debian package pkg for arch, with its closure or
+// (only not nil) exactly the packages only, unpacks them into one
+// directory of cache and returns it, checking that each of the commands
+// in usr/bin can run through the unpacked loader.
+func fetchPackage(ctx context.Context, cache, arch, pkg string, only []string, commands ...string) (string, error) {
+	dir := filepath.Join(cache, pkg, arch)
 	root := filepath.Join(dir, "root")
 	// manifest lists the unpacked packages; it is written last.
 	manifest := filepath.Join(dir, "packages")
@@ -35,12 +52,17 @@ func FetchBpftrace(ctx context.Context, cache, arch string) (string, error) {
 	if _, err := os.Stat(manifest); err == nil {
 		return root, nil
 	}
-	slog.Info("fetching bpftrace", "arch", arch)
+	slog.Info("fetching a Debian package for the guests", "package", pkg, "arch", arch)
 	apt, err := newAPT(ctx, filepath.Join(cache, "apt"))
 	if err != nil {
 		return "", err
 	}
-	debs, err := apt.downloadClosure(ctx, arch, "bpftrace", filepath.Join(dir, "debs"))
+	var debs []string
+	if only != nil {
+		debs, err = apt.download(ctx, arch, only)
+	} else {
+		debs, err = apt.downloadClosure(ctx, arch, pkg, filepath.Join(dir, "debs"))
+	}
 	if err != nil {
 		return "", err
 	}
@@ -55,13 +77,15 @@ func FetchBpftrace(ctx context.Context, cache, arch string) (string, error) {
 			return "", fmt.Errorf("unpack %s: %w", filepath.Base(deb), err)
 		}
 	}
-	cmd, err := guest.BpftraceCommand(root, arch)
-	if err != nil {
-		return "", err
-	}
-	for _, file := range []string{cmd[0], cmd[len(cmd)-1]} {
-		if _, err := os.Stat(file); err != nil {
-			return "", fmt.Errorf("the bpftrace packages for %s lack a file it needs: %w", arch, err)
+	for _, name := range commands {
+		cmd, err := guest.DebianCommand(root, arch, name)
+		if err != nil {
+			return "", err
+		}
+		for _, file := range []string{cmd[0], cmd[len(cmd)-1]} {
+			if _, err := os.Stat(file); err != nil {
+				return "", fmt.Errorf("the %s packages for %s lack a file %s needs: %w", pkg, arch, name, err)
+			}
 		}
 	}
 	names := make([]string, len(debs))

@@ -68,9 +68,34 @@ func Kernel() string { return os.Getenv(KernelEnv) }
 const BpftraceEnv = "TRAWL_BPFTRACE"
 
 // BpftraceCommand returns the command line that runs the bpftrace unpacked
-// under root for arch: its binary, through the dynamic loader and the
-// libraries unpacked with it, since guests have no libc of their own.
-func BpftraceCommand(root, arch string) ([]string, error) {
+// under root for arch (see DebianCommand).
+func BpftraceCommand(root, arch string) ([]string, error) { return DebianCommand(root, arch, "bpftrace") }
+
+// PrometheusEnv names the environment variable that gives a process inside
+// a guest the directory where Debian's prometheus and its libraries are
+// unpacked (`vmrun -prometheus` sets it).
+const PrometheusEnv = "TRAWL_PROMETHEUS"
+
+// Prometheus returns the command lines that run Debian's prometheus
+// server and promtool in this guest, or an error saying why there are
+// none.
+func Prometheus() (server, promtool []string, err error) {
+	root := os.Getenv(PrometheusEnv)
+	if root == "" {
+		return nil, nil, fmt.Errorf("no prometheus in this guest: %s is not set (`vmrun -prometheus` shares Debian's)", PrometheusEnv)
+	}
+	if server, err = DebianCommand(root, runtime.GOARCH, "prometheus"); err != nil {
+		return nil, nil, err
+	}
+	promtool, err = DebianCommand(root, runtime.GOARCH, "promtool")
+	return server, promtool, err
+}
+
+// DebianCommand returns the command line that runs the command name of a
+// Debian package unpacked under root for arch: its binary in usr/bin,
+// through the dynamic loader and the libraries unpacked with it, since
+// guests have no libc of their own.
+func DebianCommand(root, arch, name string) ([]string, error) {
 	var triplet, loader string
 	switch arch {
 	case "amd64":
@@ -78,13 +103,13 @@ func BpftraceCommand(root, arch string) ([]string, error) {
 	case "arm64":
 		triplet, loader = "aarch64-linux-gnu", "ld-linux-aarch64.so.1"
 	default:
-		return nil, fmt.Errorf("no bpftrace for %s in the test bed", arch)
+		return nil, fmt.Errorf("no %s for %s in the test bed", name, arch)
 	}
 	lib := filepath.Join(root, "lib", triplet)
 	return []string{
 		filepath.Join(lib, loader),
 		"--library-path", lib + ":" + filepath.Join(root, "usr", "lib", triplet),
-		filepath.Join(root, "usr", "bin", "bpftrace"),
+		filepath.Join(root, "usr", "bin", name),
 	}, nil
 }
 

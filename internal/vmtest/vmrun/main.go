@@ -58,6 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	verbose := fs.Bool("v", false, "always print the guest console")
 	icount := fs.Bool("icount", false, "run the guest clock by emulated instructions, so that benchmarks do not drift with host load")
 	bpftrace := fs.Bool("bpftrace", false, "share Debian's bpftrace for the guest's arch (fetched on first use) with the guest, read-only; $"+guest.BpftraceEnv+" names its directory there")
+	prometheus := fs.Bool("prometheus", false, "share Debian's prometheus server and promtool for the guest's arch (fetched on first use) with the guest, read-only; $"+guest.PrometheusEnv+" names their directory there")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: vmrun [flags] BINARY [ARGS...]")
 		fs.PrintDefaults()
@@ -101,6 +102,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 			return 0, fmt.Errorf("fetch bpftrace: %w", err)
 		}
 		env = append(env, guest.BpftraceEnv+"="+root)
+		readOnly = append(readOnly, root)
+	}
+	if *prometheus {
+		root, err := vmtest.FetchPrometheus(ctx, *cache, k.Arch)
+		if err != nil {
+			return 0, fmt.Errorf("fetch prometheus: %w", err)
+		}
+		env = append(env, guest.PrometheusEnv+"="+root)
 		readOnly = append(readOnly, root)
 	}
 	return vmtest.Run(ctx, vmtest.Options{
