@@ -69,7 +69,9 @@ const BpftraceEnv = "TRAWL_BPFTRACE"
 
 // BpftraceCommand returns the command line that runs the bpftrace unpacked
 // under root for arch (see DebianCommand).
-func BpftraceCommand(root, arch string) ([]string, error) { return DebianCommand(root, arch, "bpftrace") }
+func BpftraceCommand(root, arch string) ([]string, error) {
+	return DebianCommand(root, arch, "bpftrace")
+}
 
 // PrometheusEnv names the environment variable that gives a process inside
 // a guest the directory where Debian's prometheus and its libraries are
