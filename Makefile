@@ -101,12 +101,20 @@ bin/trawl-bench-%: FORCE
 
 # release writes the release artefacts of the commit HEAD points at into
 # dist/: static binaries, tarballs, .deb and .rpm packages for amd64 and
-# arm64, and SHA256SUMS (tools/release says how). release-check builds a
-# commit twice, compares the bytes, and runs trawl from the packages.
-.PHONY: release release-check
+# arm64, the OCI image, and SHA256SUMS (tools/release says how).
+# release-check builds a commit twice, compares the bytes, runs trawl from
+# the packages, and checks deploy/ (the systemd unit, the DaemonSet).
+.PHONY: release release-check image
 release:
 	rm -rf dist
 	$(GO) -C tools/release run . -o $(CURDIR)/dist
+
+# image builds trawl's OCI image (the static binaries on an empty base, one
+# image per architecture) as dist/image/trawl_VERSION_oci.tar, without a
+# container daemon; IMAGE_PUSH=REGISTRY/trawl:TAG pushes it too.
+image:
+	rm -rf dist/image
+	$(GO) -C tools/release run . -image $(if $(IMAGE_PUSH),-push $(IMAGE_PUSH)) -o $(CURDIR)/dist/image
 
 release-check:
 	$(GO) -C tools/release test -count=1 ./...

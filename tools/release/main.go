@@ -33,8 +33,10 @@ func main() {
 	o := options{repo: "."}
 	flag.StringVar(&o.rev, "rev", "HEAD", "the git revision to release")
 	flag.StringVar(&o.out, "o", "", "write the artefacts to `DIR`, which must be empty or absent")
+	flag.BoolVar(&o.imageOnly, "image", false, "write only the OCI image (an image layout in a tar archive)")
+	flag.StringVar(&o.push, "push", "", "also push the image to the registry `REF`erence, e.g. ghcr.io/trawl-dev/trawl:1.2.0")
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: release [-rev REV] -o DIR\n\nBuilds trawl's release artefacts for REV into DIR.")
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: release [-rev REV] [-image] [-push REF] -o DIR\n\nBuilds trawl's release artefacts for REV into DIR.")
 		flag.PrintDefaults()
 	}
 	flag.Parse()

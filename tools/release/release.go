@@ -59,10 +59,14 @@ type options struct {
 	repo string // a directory in the git repository
 	rev  string // the revision to release
 	out  string // the directory to write, which must be empty or absent
+	// imageOnly writes only the OCI image, not the tarballs and packages.
+	imageOnly bool
+	// push, if not "", is the registry reference the image is pushed to.
+	push string
 }
 
 // release builds the artefacts of o.rev into o.out and returns their names,
-// SHA256SUMS last.
+// SHA256SUMS last (with o.imageOnly, only the OCI image's).
 func release(ctx context.Context, o options) ([]string, error) {
 	top, err := git(ctx, o.repo, "rev-parse", "--show-toplevel")
 	if err != nil {
@@ -97,6 +101,7 @@ func release(ctx context.Context, o options) ([]string, error) {
 
 	version := ""
 	var names []string
+	payloads := map[string]payload{}
 	for _, arch := range arches {
 		bin := filepath.Join(tmp, arch, "trawl")
 		v, err := build(ctx, src, arch, bin)
@@ -114,6 +119,10 @@ func release(ctx context.Context, o options) ([]string, error) {
 		if _, err := os.Stat(filepath.Join(src, manPage)); err == nil {
 			pkg.man = filepath.Join(src, manPage)
 		}
+		payloads[arch] = pkg
+		if o.imageOnly {
+			continue
+		}
 		name := fmt.Sprintf("trawl_%s_linux_%s", strings.TrimPrefix(version, "v"), arch)
 		if err := pkg.tarball(filepath.Join(o.out, name+".tar.gz"), name); err != nil {
 			return nil, err
@@ -126,6 +135,23 @@ func release(ctx context.Context, o options) ([]string, error) {
 			}
 			names = append(names, name)
 		}
+	}
+	idx, err := imageIndex(payloads, version, commit)
+	if err != nil {
+		return nil, err
+	}
+	image := fmt.Sprintf("trawl_%s_oci.tar", strings.TrimPrefix(version, "v"))
+	if err := writeImage(idx, filepath.Join(o.out, image), version, mtime); err != nil {
+		return nil, err
+	}
+	names = append(names, image)
+	if o.push != "" {
+		if err := pushImage(ctx, idx, o.push); err != nil {
+			return nil, err
+		}
+	}
+	if o.imageOnly {
+		return names, nil
 	}
 	slices.Sort(names)
 	if err := writeSums(o.out, names); err != nil {
@@ -226,11 +252,7 @@ func (p payload) tarball(path, dir string) (err error) {
 		return err
 	}
 	tw := tar.NewWriter(zw)
-	header := func(name string, mode int64, size int64, typ byte) *tar.Header {
-		return &tar.Header{Typeflag: typ, Name: name, Mode: mode, Size: size, ModTime: p.mtime,
-			Uname: "root", Gname: "root", Format: tar.FormatUSTAR}
-	}
-	if err := tw.WriteHeader(header(dir+"/", 0o755, 0, tar.TypeDir)); err != nil {
+	if err := tw.WriteHeader(p.header(dir+"/", 0o755, 0, tar.TypeDir)); err != nil {
 		return err
 	}
 	entries := append([]file{{"trawl", p.bin}}, p.docs...)
@@ -246,7 +268,7 @@ func (p payload) tarball(path, dir string) (err error) {
 		if e.src == p.bin {
 			mode = 0o755
 		}
-		if err := tw.WriteHeader(header(dir+"/"+e.name, mode, int64(len(data)), tar.TypeReg)); err != nil {
+		if err := tw.WriteHeader(p.header(dir+"/"+e.name, mode, int64(len(data)), tar.TypeReg)); err != nil {
 			return err
 		}
 		if _, err := tw.Write(data); err != nil {

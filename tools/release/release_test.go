@@ -35,7 +35,7 @@ const testManPage = ".TH TRAWL 1\n.SH NAME\ntrawl \\- release test page\n"
 // tarballs and packages hold what they should: the same static binary,
 // stamped with the commit, which runs from the extracted .deb and .rpm;
 // the docs; and the man page, which the commit adds to this repository's
-// HEAD.
+// HEAD. The OCI image holds the same binaries.
 func TestRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds trawl four times; not in -short mode")
@@ -89,15 +89,26 @@ func TestRelease(t *testing.T) {
 	}
 	checkSums(t, a, names)
 
-	// Two .tar.gz, .deb and .rpm, and SHA256SUMS.
-	if len(names) != 3*len(arches)+1 {
-		t.Errorf("got %d artefacts, want 3 for each of %v and SHA256SUMS", len(names), arches)
+	// Two .tar.gz, .deb and .rpm, the image and SHA256SUMS.
+	if len(names) != 3*len(arches)+2 {
+		t.Errorf("got %d artefacts, want 3 for each of %v, the image and SHA256SUMS", len(names), arches)
 	}
+	var imageBins map[string][]byte
 	for _, arch := range arches {
 		t.Run(arch, func(t *testing.T) {
 			tarball := find(t, names, "_linux_"+arch+".tar.gz")
 			bin := checkTarball(t, filepath.Join(a, tarball), mtime)
 			version := checkBinary(t, bin, arch, commit)
+			if imageBins == nil {
+				image := find(t, names, "_oci.tar")
+				if want := "trawl_" + strings.TrimPrefix(version, "v") + "_oci.tar"; image != want {
+					t.Errorf("image %s, want %s", image, want)
+				}
+				imageBins = checkImage(t, read(t, a, image), version, commit, mtime)
+			}
+			if !bytes.Equal(imageBins[arch], read(t, filepath.Dir(bin), filepath.Base(bin))) {
+				t.Errorf("the %s image holds another binary than the tarball", arch)
+			}
 			if want := "trawl_" + strings.TrimPrefix(version, "v") + "_linux_" + arch + ".tar.gz"; tarball != want {
 				t.Errorf("tarball %s, want %s", tarball, want)
 			}
