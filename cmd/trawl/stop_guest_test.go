@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 		getppids, _ := strconv.Atoi(os.Args[2])
 		closes, _ := strconv.Atoi(os.Args[3])
 		calls(getppids, closes)
+		if path := os.Getenv(callsDoneEnv); path != "" {
+			os.WriteFile(path, nil, 0o644)
+		}
 		time.Sleep(time.Hour) // until stopped
 	case len(os.Args) == 3 && os.Args[1] == forkloopArg:
 		n, _ := strconv.Atoi(os.Args[2])
@@ -59,6 +62,11 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case len(os.Args) >= 3 && os.Args[1] == capsOnlyArg:
+		if err := capsOnly(strings.Split(os.Args[2], ","), os.Args[3:]); err != nil {
+			fmt.Fprintln(os.Stderr, "run trawl with fewer capabilities:", err)
+			os.Exit(1)
+		}
 	case len(os.Args) >= 2 && os.Args[1] == opensArg:
 		opens(os.Args[2:])
 		os.Exit(0)
@@ -73,6 +81,10 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// callsDoneEnv, when set, names a file the command of callsArg writes
+// once it has made its calls.
+const callsDoneEnv = "TRAWL_TEST_CALLS_DONE"
 
 // hotFunc is the pattern of the function the hot loop calls.
 const hotFunc = "*sys_getppid"
