@@ -15,14 +15,15 @@
 // module label is "vmlinux" for the kernel itself. Past Options.MaxSeries
 // functions, the calls of the functions seen later add up under
 // function="_other", module="_other", so that the number of series stays
-// bounded with every function attached.
+// bounded with every function attached. Of the functions first seen at the
+// same scrape, the busiest take the series left.
 package metrics
 
 import (
+	"cmp"
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"syscall"
@@ -154,9 +155,12 @@ func (c *Collector) collectStats(ch chan<- prometheus.Metric, st trawl.Stats) {
 func (c *Collector) fold(fs []trawl.FunctionStats) []trawl.FunctionStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// Functions not seen before are taken in name order, so that which of
-	// them get series of their own does not depend on the map order.
-	sort.SliceStable(fs, func(i, j int) bool { return fs[i].Module+"\x00"+fs[i].Func < fs[j].Module+"\x00"+fs[j].Func })
+	// Functions not seen before are taken busiest first, then in name
+	// order: the series go to the functions that matter most when the
+	// limit is reached, and which ones does not depend on the map order.
+	slices.SortStableFunc(fs, func(a, b trawl.FunctionStats) int {
+		return cmp.Or(cmp.Compare(b.Calls, a.Calls), cmp.Compare(a.Module, b.Module), cmp.Compare(a.Func, b.Func))
+	})
 	var out []trawl.FunctionStats
 	other := trawl.FunctionStats{Func: Other, Module: Other, Errnos: map[int]uint64{}}
 	folded := false

@@ -153,20 +153,26 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestMaxSeries checks the fold into _other: the first functions keep
-// their series, the others add up, and a function seen later never takes
-// a series of its own, so every counter only grows.
+// TestMaxSeries checks the fold into _other: the busiest functions, then
+// the first by name, keep their series, the others add up, and a function
+// seen later never takes a series of its own, so every counter only grows.
 func TestMaxSeries(t *testing.T) {
 	src := &fakeSource{}
-	for i := range 5 {
+	for i := range 4 {
 		src.fs = append(src.fs, function(fmt.Sprintf("f%d", i), "", 1, 10, 20))
 	}
+	src.fs = append(src.fs, function("g", "", 0, 1, 2, 3))
 	c := NewCollector(src, Options{MaxSeries: 3})
 	srv := httptest.NewServer(Handler(c, HandlerOptions{}))
 	defer srv.Close()
 	mfs := scrape(t, srv)
 	if n := len(mfs["trawl_calls_total"].Metric); n != 4 {
 		t.Errorf("%d call series, want 3 and _other", n)
+	}
+	for _, f := range []string{"g", "f0", "f1"} {
+		if series(mfs, "trawl_calls_total", "function="+f+",module=vmlinux") == nil {
+			t.Errorf("%s has no series of its own: want the busiest (g), then the first by name", f)
+		}
 	}
 	other := series(mfs, "trawl_calls_total", "function=_other,module=_other")
 	if other.GetCounter().GetValue() != 4 {

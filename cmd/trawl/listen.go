@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -50,6 +52,13 @@ func serveMetrics(ln net.Listener, s *trawl.Session, f *traceFlags, stopped func
 			return nil
 		}}),
 		ReadHeaderTimeout: 10 * time.Second,
+	}
+	if os.Getenv("GOGC") == "" {
+		// A trace of every function holds about 80 MB of plans and types
+		// for as long as it serves, and a scrape allocates little: a heap
+		// at most half again its live size, not twice, keeps the service
+		// within 200 MB (amd64-7.3, 47400 functions: 190 MB before).
+		debug.SetGCPercent(50)
 	}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

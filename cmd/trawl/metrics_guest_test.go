@@ -234,3 +234,118 @@ func freeAddr(t *testing.T) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// TestMetricsUnderLoad scrapes trawl --stats --listen ten times a second
+// with every function attached (kprobe-session, amd64-7.3) after a
+// command made a known number of calls: the count is exact at every
+// scrape, the series stay within --max-series, trawl's memory within
+// 200 MB, and SIGINT stops it.
+func TestMetricsUnderLoad(t *testing.T) {
+	guest.Require(t)
+	if k := guest.Kernel(); k != "amd64-7.3" {
+		t.Skipf("every function is attached on amd64-7.3 only, to keep make test within the CI budget; this is %s", k)
+	}
+	const getppids, closes, maxSeries = 4000, 50, 300
+	addr := freeAddr(t)
+	done := filepath.Join(t.TempDir(), "calls-done")
+	cmd := trawlCmd("-b", "kprobe-session", "--stats", "--listen", addr, "--max-series", strconv.Itoa(maxSeries), "-o", os.DevNull, "*", "--",
+		os.Args[0], callsArg, strconv.Itoa(getppids), strconv.Itoa(closes))
+	cmd.Env = append(cmd.Env, callsDoneEnv+"="+done)
+	var errOut syncBuffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+
+	// The first scrape comes after the command's calls, so that getppid
+	// is among the busiest functions first seen and has a series of its
+	// own.
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat(done); err == nil {
+			break
+		}
+		if time.Since(start) > 2*startLimit {
+			t.Fatalf("the command did not make its calls within %v\n%s", 2*startLimit, errOut.String())
+		}
+	}
+	client := &http.Client{Timeout: stopLimit}
+	var scrapes int
+	var took []time.Duration
+	var last map[string]*dto.MetricFamily
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	// Ten seconds of scrapes after the first, which maps the kernel's
+	// counters into trawl's memory.
+	for end := time.Now().Add(time.Hour); time.Now().Before(end); <-tick.C {
+		began := time.Now()
+		resp, err := client.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatalf("scrape %d: %v\n%s", scrapes, err, errOut.String())
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		mfs, err := parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("scrape %d: %s: %v", scrapes, resp.Status, err)
+		}
+		took = append(took, time.Since(began).Round(time.Millisecond))
+		if scrapes == 0 {
+			end = time.Now().Add(10 * time.Second)
+		}
+		scrapes++
+		if got := sumCalls(mfs, "_getppid"); got != getppids {
+			t.Errorf("scrape %d: getppid: %v calls, want %d", scrapes, got, getppids)
+		}
+		last = mfs
+	}
+	if n := len(last["trawl_calls_total"].GetMetric()); n > maxSeries+1 {
+		t.Errorf("%d call series, more than --max-series %d and _other", n, maxSeries)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d scrapes, taking %v", scrapes, took)
+	mem := map[string]int{}
+	for _, line := range strings.Split(string(status), "\n") {
+		if key, rest, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(rest, " kB") {
+			mem[key], _ = strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+		}
+	}
+	t.Logf("trawl's memory: peak %d MB, now %d MB: %d MB anonymous, %d MB of files and maps", mem["VmHWM"]>>10, mem["VmRSS"]>>10, mem["RssAnon"]>>10, (mem["RssFile"]+mem["RssShmem"])>>10)
+	if mem["VmHWM"] > 200<<10 {
+		t.Errorf("trawl's peak RSS %d MB, more than 200 MB", mem["VmHWM"]>>10)
+	}
+	signalled := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-exited:
+		exited <- nil
+	case <-time.After(stopLimit):
+		t.Fatalf("trawl still running %v after SIGINT\n%s", stopLimit, errOut.String())
+	}
+	summed := errOut.when(" calls: ")
+	t.Logf("summary %v after SIGINT, exit %v after it", summed.Sub(signalled).Round(time.Millisecond), time.Since(summed).Round(time.Millisecond))
+	if summed.Sub(signalled) > stopLimit {
+		t.Errorf("the summary came %v after SIGINT\n%s", summed.Sub(signalled), errOut.String())
+	}
+}
+
+// sumCalls adds up trawl_calls_total of the functions whose names end in
+// suffix.
+func sumCalls(mfs map[string]*dto.MetricFamily, suffix string) (n float64) {
+	for _, m := range mfs["trawl_calls_total"].GetMetric() {
+		for _, l := range m.Label {
+			if l.GetName() == "function" && strings.HasSuffix(l.GetValue(), suffix) {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}

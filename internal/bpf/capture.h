@@ -227,11 +227,11 @@ enum hist_layout {
 	HIST_BUCKETS = 256,
 };
 
-/* func_stats holds one function's figures, updated with atomic adds and
- * read by user space through mmap. */
+/* func_stats holds one function's figures but its calls (counted in the
+ * map call_counts), updated with atomic adds and read by user space
+ * through mmap. */
 struct func_stats {
-	__u64 calls;    /* exits that passed the filters */
-	__u64 errors;   /* of those, the calls that returned an error */
+	__u64 errors;   /* the calls that returned an error */
 	__u64 total_ns; /* the durations of the calls whose entry was seen */
 	__u64 max_ns;   /* the longest (set without a lock: a race may keep the other) */
 	__u64 hist[HIST_BUCKETS];

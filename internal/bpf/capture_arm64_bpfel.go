@@ -66,7 +66,6 @@ type CaptureFrameKey struct {
 
 type CaptureFuncStats struct {
 	_       structs.HostLayout
-	Calls   uint64
 	Errors  uint64
 	TotalNs uint64
 	MaxNs   uint64
@@ -203,6 +202,7 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	CaptureMapCallCounts            = "call_counts"
 	CaptureMapChains                = "chains"
 	CaptureMapCounters              = "counters"
 	CaptureMapErrnos                = "errnos"
@@ -301,18 +301,19 @@ type CaptureProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CaptureMapSpecs struct {
-	Chains    *ebpf.MapSpec `ebpf:"chains"`
-	Counters  *ebpf.MapSpec `ebpf:"counters"`
-	Errnos    *ebpf.MapSpec `ebpf:"errnos"`
-	Events    *ebpf.MapSpec `ebpf:"events"`
-	Frames    *ebpf.MapSpec `ebpf:"frames"`
-	FuncIps   *ebpf.MapSpec `ebpf:"func_ips"`
-	Pids      *ebpf.MapSpec `ebpf:"pids"`
-	Plans     *ebpf.MapSpec `ebpf:"plans"`
-	Scratches *ebpf.MapSpec `ebpf:"scratches"`
-	Shadows   *ebpf.MapSpec `ebpf:"shadows"`
-	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
-	Stats     *ebpf.MapSpec `ebpf:"stats"`
+	CallCounts *ebpf.MapSpec `ebpf:"call_counts"`
+	Chains     *ebpf.MapSpec `ebpf:"chains"`
+	Counters   *ebpf.MapSpec `ebpf:"counters"`
+	Errnos     *ebpf.MapSpec `ebpf:"errnos"`
+	Events     *ebpf.MapSpec `ebpf:"events"`
+	Frames     *ebpf.MapSpec `ebpf:"frames"`
+	FuncIps    *ebpf.MapSpec `ebpf:"func_ips"`
+	Pids       *ebpf.MapSpec `ebpf:"pids"`
+	Plans      *ebpf.MapSpec `ebpf:"plans"`
+	Scratches  *ebpf.MapSpec `ebpf:"scratches"`
+	Shadows    *ebpf.MapSpec `ebpf:"shadows"`
+	Stacks     *ebpf.MapSpec `ebpf:"stacks"`
+	Stats      *ebpf.MapSpec `ebpf:"stats"`
 }
 
 // CaptureVariableSpecs contains global variables before they are loaded into the kernel.
@@ -361,22 +362,24 @@ func (o *CaptureObjects) Close() error {
 //
 // It can be passed to LoadCaptureObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CaptureMaps struct {
-	Chains    *ebpf.Map `ebpf:"chains"`
-	Counters  *ebpf.Map `ebpf:"counters"`
-	Errnos    *ebpf.Map `ebpf:"errnos"`
-	Events    *ebpf.Map `ebpf:"events"`
-	Frames    *ebpf.Map `ebpf:"frames"`
-	FuncIps   *ebpf.Map `ebpf:"func_ips"`
-	Pids      *ebpf.Map `ebpf:"pids"`
-	Plans     *ebpf.Map `ebpf:"plans"`
-	Scratches *ebpf.Map `ebpf:"scratches"`
-	Shadows   *ebpf.Map `ebpf:"shadows"`
-	Stacks    *ebpf.Map `ebpf:"stacks"`
-	Stats     *ebpf.Map `ebpf:"stats"`
+	CallCounts *ebpf.Map `ebpf:"call_counts"`
+	Chains     *ebpf.Map `ebpf:"chains"`
+	Counters   *ebpf.Map `ebpf:"counters"`
+	Errnos     *ebpf.Map `ebpf:"errnos"`
+	Events     *ebpf.Map `ebpf:"events"`
+	Frames     *ebpf.Map `ebpf:"frames"`
+	FuncIps    *ebpf.Map `ebpf:"func_ips"`
+	Pids       *ebpf.Map `ebpf:"pids"`
+	Plans      *ebpf.Map `ebpf:"plans"`
+	Scratches  *ebpf.Map `ebpf:"scratches"`
+	Shadows    *ebpf.Map `ebpf:"shadows"`
+	Stacks     *ebpf.Map `ebpf:"stacks"`
+	Stats      *ebpf.Map `ebpf:"stats"`
 }
 
 func (m *CaptureMaps) Close() error {
 	return _CaptureClose(
+		m.CallCounts,
 		m.Chains,
 		m.Counters,
 		m.Errnos,
