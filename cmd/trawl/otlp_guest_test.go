@@ -239,7 +239,7 @@ func TestOTLPCollector(t *testing.T) {
 			}
 			jsonOut := filepath.Join(dir, "calls.json")
 			cmd := trawlCmd("--otlp", url, "--json", "-o", jsonOut, "--workload",
-				"do_sys_openat2", "do_filp_open", "path_openat", "vfs_read", "vfs_write", "tcp_sendmsg")
+				"*sys_openat", "do_sys_openat2", "*sys_read", "vfs_read", "*sys_write", "vfs_write", "tcp_sendmsg")
 			_, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
 			if status != 0 {
 				t.Fatalf("status %d\n%s", status, stderr)
