@@ -425,3 +425,119 @@ func TestOTLPCollectorDown(t *testing.T) {
 	}
 	t.Logf("%d spans: %d dropped, %d not exported", spans, dropped, failed)
 }
+
+// metricTotals sums, in the last export of the collector's file that has
+// trawl.calls, the calls of the functions ending in each suffix given,
+// the EBADF errors, and the durations counted, by suffix.
+func metricTotals(t *testing.T, path string, suffixes ...string) (calls, ebadf, durations map[string]int64) {
+	body, _ := os.ReadFile(path)
+	type point struct {
+		Attributes []otlpAttr `json:"attributes"`
+		AsInt      int64      `json:"asInt,string"`
+		Count      int64      `json:"count,string"`
+	}
+	for line := range bytes.Lines(body) {
+		var req struct {
+			ResourceMetrics []struct {
+				ScopeMetrics []struct {
+					Metrics []struct {
+						Name string `json:"name"`
+						Sum  struct {
+							DataPoints []point `json:"dataPoints"`
+						} `json:"sum"`
+						Histogram struct {
+							DataPoints []point `json:"dataPoints"`
+						} `json:"exponentialHistogram"`
+					} `json:"metrics"`
+				} `json:"scopeMetrics"`
+			} `json:"resourceMetrics"`
+		}
+		if err := json.Unmarshal(line, &req); err != nil {
+			t.Fatalf("collector output: %v\n%s", err, line)
+		}
+		c, e, d := map[string]int64{}, map[string]int64{}, map[string]int64{}
+		found := false
+		for _, rm := range req.ResourceMetrics {
+			for _, sm := range rm.ScopeMetrics {
+				for _, m := range sm.Metrics {
+					for _, p := range append(m.Sum.DataPoints, m.Histogram.DataPoints...) {
+						labels := map[string]string{}
+						for _, a := range p.Attributes {
+							if a.Value.String != nil {
+								labels[a.Key] = *a.Value.String
+							}
+						}
+						for _, suffix := range suffixes {
+							if !strings.HasSuffix(labels["function"], suffix) {
+								continue
+							}
+							switch m.Name {
+							case "trawl.calls":
+								c[suffix] += p.AsInt
+								found = true
+							case "trawl.call.errors":
+								if labels["errno"] == "EBADF" {
+									e[suffix] += p.AsInt
+								}
+							case "trawl.call.duration":
+								d[suffix] += p.Count
+							}
+						}
+					}
+				}
+			}
+		}
+		if found {
+			calls, ebadf, durations = c, e, d
+		}
+	}
+	return calls, ebadf, durations
+}
+
+// TestOTLPMetricsCollector exports the in-kernel counts of --stats to a
+// real collector every second while a command makes a known number of
+// calls, and checks the exact counts in what the collector received.
+func TestOTLPMetricsCollector(t *testing.T) {
+	bin := requireCollector(t)
+	const getppids, closes = 2000, 30
+	out := filepath.Join(t.TempDir(), "metrics.jsonl")
+	grpcAddr, _ := startCollector(t, bin, out)
+	cmd := trawlCmd("--stats", "--otlp", "grpc://"+grpcAddr, "--interval", "1s", "-o", os.DevNull, hotFunc, "*sys_close", "--",
+		os.Args[0], callsArg, strconv.Itoa(getppids), strconv.Itoa(closes))
+	var errOut syncBuffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-done
+	}()
+	deadline := time.Now().Add(startLimit + stopLimit)
+	var calls, ebadf, durations map[string]int64
+	for {
+		calls, ebadf, durations = metricTotals(t, out, "_getppid", "_close")
+		if calls["_getppid"] >= getppids && ebadf["_close"] >= closes {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the collector never got %d getppid calls and %d EBADF (got %v, %v)\n%s", getppids, closes, calls, ebadf, errOut.String())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if calls["_getppid"] != getppids || ebadf["_close"] != closes || durations["_getppid"] != getppids {
+		t.Errorf("collector: %d getppid calls (%d in the duration histogram), %d EBADF of close; want %d, %d, %d", calls["_getppid"], durations["_getppid"], ebadf["_close"], getppids, getppids, closes)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-done:
+		done <- nil
+	case <-time.After(stopLimit):
+		t.Fatalf("trawl still running %v after SIGINT\n%s", stopLimit, errOut.String())
+	}
+	if m := regexp.MustCompile(`trawl: otlp: metrics exported (\d+) times, 0 failed`).FindStringSubmatch(errOut.String()); m == nil || m[1] == "0" {
+		t.Errorf("want exports and no failure in the summary:\n%s", errOut.String())
+	}
+}
