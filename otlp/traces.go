@@ -41,7 +41,8 @@ type TraceStats struct {
 	// whose export failed or that were still queued when the exporter
 	// was shut down.
 	Spans, Exported, Dropped, Failed uint64
-	// Err is the last export error, nil if none failed.
+	// Err is the last export error, nil if none failed; one cut short by
+	// Shutdown only if none failed before.
 	Err error
 }
 
@@ -458,7 +459,11 @@ func (q *queue) export(batch []sdktrace.ReadOnlySpan) {
 	if err != nil {
 		q.failed.Add(uint64(len(batch)))
 		q.mu.Lock()
-		q.err = err
+		// An export cut short by the shutdown says less than the
+		// failure before it.
+		if q.err == nil || q.abort.Err() == nil {
+			q.err = err
+		}
 		q.mu.Unlock()
 		return
 	}

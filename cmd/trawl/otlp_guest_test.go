@@ -372,58 +372,88 @@ func checkSpans(t *testing.T, calls []*spanCall, spans []*otlpSpan, release stri
 	}
 }
 
-// TestOTLPCollectorDown exports to a collector that is not there: the
-// spans are counted as not exported, and SIGINT still stops trawl at once.
+// TestOTLPCollectorDown exports to a collector that is not there, and to
+// one that takes connections but never answers: the spans are counted as
+// dropped or not exported, and SIGINT still stops trawl at once.
 func TestOTLPCollectorDown(t *testing.T) {
 	requireCollector(t)
-	cmd := trawlCmd("--otlp", "grpc://"+freeAddr(t), hotFunc, "--", os.Args[0], hotloopArg, "0s")
-	var errOut syncBuffer
-	cmd.Stderr = &errOut
-	if err := cmd.Start(); err != nil {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Kill()
-		<-done
-	}()
-	started := time.Now()
-	for !strings.Contains(errOut.String(), "trawl: tracing") {
-		if time.Since(started) > startLimit {
-			t.Fatalf("not tracing after %v\n%s", startLimit, errOut.String())
+	defer silent.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
 		}
-		time.Sleep(100 * time.Millisecond)
+	}()
+	for _, tc := range []struct{ name, addr, reason string }{
+		{"refused", freeAddr(t), "connection refused"},
+		{"silent", silent.Addr().String(), "deadline exceeded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := trawlCmd("--otlp", "grpc://"+tc.addr, hotFunc, "--", os.Args[0], hotloopArg, "0s")
+			var errOut syncBuffer
+			cmd.Stderr = &errOut
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			defer func() {
+				cmd.Process.Kill()
+				<-done
+			}()
+			started := time.Now()
+			for !strings.Contains(errOut.String(), "trawl: tracing") {
+				if time.Since(started) > startLimit {
+					t.Fatalf("not tracing after %v\n%s", startLimit, errOut.String())
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			// Past the export timeout (5 s), so that a silent collector
+			// fails an export.
+			time.Sleep(8 * time.Second)
+			stopped := time.Now()
+			cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case <-done:
+				done <- nil
+			case <-time.After(stopLimit):
+				t.Fatalf("trawl still running %v after SIGINT\n%s", stopLimit, errOut.String())
+			}
+			summed := errOut.when("trawl: otlp:")
+			if summed.IsZero() {
+				t.Fatalf("no export line in the summary:\n%s", errOut.String())
+			}
+			t.Logf("summary %v after SIGINT, exit %v after", summed.Sub(stopped).Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond))
+			if took := summed.Sub(stopped); took > 2*time.Second {
+				t.Errorf("the summary came %v after SIGINT, want about a second at most", took)
+			}
+			m := otlpLine.FindStringSubmatch(errOut.String())
+			if m == nil {
+				t.Fatalf("no export line in the summary:\n%s", errOut.String())
+			}
+			spans, _ := strconv.Atoi(m[1])
+			exported, _ := strconv.Atoi(m[2])
+			dropped, _ := strconv.Atoi(m[3])
+			failed, _ := strconv.Atoi(m[4])
+			if spans == 0 || exported != 0 || dropped+failed != spans || failed == 0 || !strings.Contains(errOut.String(), tc.reason) {
+				t.Errorf("want spans, none exported, every one dropped or not exported, because of %s:\n%s", tc.reason, errOut.String())
+			}
+			t.Logf("%d spans: %d dropped, %d not exported", spans, dropped, failed)
+		})
 	}
-	time.Sleep(3 * time.Second)
-	stopped := time.Now()
-	cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-done:
-		done <- nil
-	case <-time.After(stopLimit):
-		t.Fatalf("trawl still running %v after SIGINT\n%s", stopLimit, errOut.String())
-	}
-	summed := errOut.when("trawl: otlp:")
-	if summed.IsZero() {
-		t.Fatalf("no export line in the summary:\n%s", errOut.String())
-	}
-	t.Logf("summary %v after SIGINT, exit %v after", summed.Sub(stopped).Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond))
-	if took := summed.Sub(stopped); took > 2*time.Second {
-		t.Errorf("the summary came %v after SIGINT, want about a second at most", took)
-	}
-	m := otlpLine.FindStringSubmatch(errOut.String())
-	if m == nil {
-		t.Fatalf("no export line in the summary:\n%s", errOut.String())
-	}
-	spans, _ := strconv.Atoi(m[1])
-	exported, _ := strconv.Atoi(m[2])
-	dropped, _ := strconv.Atoi(m[3])
-	failed, _ := strconv.Atoi(m[4])
-	if spans == 0 || exported != 0 || dropped+failed != spans || failed == 0 || !strings.Contains(errOut.String(), "connection refused") {
-		t.Errorf("want spans, none exported, every one dropped or not exported, with the reason:\n%s", errOut.String())
-	}
-	t.Logf("%d spans: %d dropped, %d not exported", spans, dropped, failed)
 }
 
 // metricTotals sums, in the last export of the collector's file that has
