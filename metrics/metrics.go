@@ -82,25 +82,14 @@ var (
 // Collector is a prometheus.Collector of a trace's in-kernel aggregates.
 // It is safe for concurrent scrapes.
 type Collector struct {
-	src  Source
-	opts Options
-
-	mu sync.Mutex
-	// own holds the functions with series of their own, in the order
-	// they were first seen: a function keeps its series once it has one,
-	// and one seen after MaxSeries others stays in _other, so that every
-	// counter only grows.
-	own map[seriesKey]bool
+	src    Source
+	opts   Options
+	folder *Folder
 }
-
-type seriesKey struct{ function, module string }
 
 // NewCollector returns a Collector of src.
 func NewCollector(src Source, opts Options) *Collector {
-	if opts.MaxSeries <= 0 {
-		opts.MaxSeries = DefaultMaxSeries
-	}
-	return &Collector{src: src, opts: opts, own: map[seriesKey]bool{}}
+	return &Collector{src: src, opts: opts, folder: NewFolder(opts.MaxSeries)}
 }
 
 // Describe sends the descriptors of the metrics.
@@ -123,10 +112,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(callsDesc, err)
 		return
 	}
-	for _, f := range c.fold(fs) {
+	for _, f := range c.folder.Fold(fs) {
 		ch <- prometheus.MustNewConstMetric(callsDesc, prometheus.CounterValue, float64(f.Calls), f.Func, f.Module)
 		for _, errno := range slices.Sorted(maps.Keys(f.Errnos)) {
-			ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(f.Errnos[errno]), f.Func, f.Module, errnoLabel(errno))
+			ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(f.Errnos[errno]), f.Func, f.Module, ErrnoLabel(errno))
 		}
 		ch <- newDuration(f)
 	}
@@ -138,21 +127,55 @@ func (c *Collector) collectStats(ch chan<- prometheus.Metric, st trawl.Stats) {
 		ch <- prometheus.MustNewConstMetric(functionsDesc, prometheus.GaugeValue, float64(len(items)), c.opts.Backend, "skipped", reason)
 	}
 	ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(st.Drops))
-	for _, m := range []struct {
-		kind string
-		n    uint64
-	}{
-		{"no_task_storage", st.MissStorage}, {"too_deep", st.MissDepth}, {"exit_without_entry", st.MissEntry},
-		{"entry_without_exit", st.MissExit}, {"errno_map_full", st.MissErrno}, {"pids_map_full", st.MissPIDs},
-		{"recursion", sum(st.RecursionMisses)},
-	} {
-		ch <- prometheus.MustNewConstMetric(missedDesc, prometheus.CounterValue, float64(m.n), m.kind)
+	for _, m := range Missed(st) {
+		ch <- prometheus.MustNewConstMetric(missedDesc, prometheus.CounterValue, float64(m.N), m.Kind)
 	}
 }
 
-// fold returns the functions of fs with series of their own, labelled,
-// and one more, Other, adding up the others' calls (if any).
-func (c *Collector) fold(fs []trawl.FunctionStats) []trawl.FunctionStats {
+// MissedCount is how many calls or events of one kind the kernel program
+// missed.
+type MissedCount struct {
+	Kind string
+	N    uint64
+}
+
+// Missed returns the counts of trawl_missed_total, by kind, from the
+// session's counters.
+func Missed(st trawl.Stats) []MissedCount {
+	return []MissedCount{
+		{"no_task_storage", st.MissStorage}, {"too_deep", st.MissDepth}, {"exit_without_entry", st.MissEntry},
+		{"entry_without_exit", st.MissExit}, {"errno_map_full", st.MissErrno}, {"pids_map_full", st.MissPIDs},
+		{"recursion", sum(st.RecursionMisses)},
+	}
+}
+
+// Folder bounds the functions with series of their own. It is safe for
+// concurrent use.
+type Folder struct {
+	max int
+	mu  sync.Mutex
+	// own holds the functions with series of their own, in the order
+	// they were first seen: a function keeps its series once it has one,
+	// and one seen after max others stays in Other, so that every
+	// counter only grows.
+	own map[seriesKey]bool
+}
+
+type seriesKey struct{ function, module string }
+
+// NewFolder returns a Folder that gives at most maxSeries functions
+// series of their own; 0 means DefaultMaxSeries.
+func NewFolder(maxSeries int) *Folder {
+	if maxSeries <= 0 {
+		maxSeries = DefaultMaxSeries
+	}
+	return &Folder{max: maxSeries, own: map[seriesKey]bool{}}
+}
+
+// Fold returns the functions of fs with series of their own, their
+// Module "vmlinux" for the kernel itself, and one more, named Other in
+// function and module, adding up the others' calls (if any). It sorts fs.
+func (c *Folder) Fold(fs []trawl.FunctionStats) []trawl.FunctionStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Functions not seen before are taken busiest first, then in name
@@ -170,7 +193,7 @@ func (c *Collector) fold(fs []trawl.FunctionStats) []trawl.FunctionStats {
 			module = "vmlinux"
 		}
 		k := seriesKey{f.Func, module}
-		if !c.own[k] && len(c.own) < c.opts.MaxSeries {
+		if !c.own[k] && len(c.own) < c.max {
 			c.own[k] = true
 		}
 		if c.own[k] {
@@ -193,7 +216,10 @@ func (c *Collector) fold(fs []trawl.FunctionStats) []trawl.FunctionStats {
 	return out
 }
 
-func errnoLabel(errno int) string {
+// ErrnoLabel names an errno of trawl.FunctionStats.Errnos as the errno
+// label does: "ENOENT", "NULL" for a NULL pointer (0), "E" and the
+// number for one without a name.
+func ErrnoLabel(errno int) string {
 	if errno == 0 {
 		return "NULL"
 	}
@@ -243,12 +269,12 @@ func newDuration(f trawl.FunctionStats) prometheus.Metric {
 	var zero uint64
 	counts := map[int32]int64{}
 	for _, b := range buckets {
-		mid := (float64(b.Lo) + float64(b.Hi)) / 2 / 1e9
-		if mid <= 0 {
+		i, ok := NativeIndex(b.Lo, b.Hi)
+		if !ok {
 			zero += b.Count
 			continue
 		}
-		counts[int32(math.Ceil(8*math.Log2(mid)))] += int64(b.Count)
+		counts[i] += int64(b.Count)
 	}
 	d.h.Schema = proto.Int32(3)
 	d.h.ZeroThreshold = proto.Float64(0)
@@ -269,6 +295,18 @@ func newDuration(f trawl.FunctionStats) prometheus.Metric {
 		prev = counts[k]
 	}
 	return d
+}
+
+// NativeIndex returns the native histogram bucket (schema 3: bucket i
+// holds (2^((i-1)/8), 2^(i/8)] seconds) of the kernel's histogram bucket
+// of lo to hi ns: the bucket of its middle. ok is false for the zero
+// bucket.
+func NativeIndex(lo, hi uint64) (i int32, ok bool) {
+	mid := (float64(lo) + float64(hi)) / 2 / 1e9
+	if mid <= 0 {
+		return 0, false
+	}
+	return int32(math.Ceil(8 * math.Log2(mid))), true
 }
 
 // Desc returns the histogram's descriptor.

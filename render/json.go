@@ -190,6 +190,10 @@ func appendJSONFlags(b []byte, f CallFlags) []byte {
 	return append(b, ']')
 }
 
+// AppendJSONValue appends v as the JSON renderer writes it (see JSON):
+// for other exporters that carry a value as JSON text.
+func AppendJSONValue(b []byte, v *Value) []byte { return appendJSONValue(b, v) }
+
 // appendJSONValue appends v following the schema in the JSON doc comment.
 func appendJSONValue(b []byte, v *Value) []byte {
 	switch v.Kind {

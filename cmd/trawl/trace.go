@@ -22,6 +22,7 @@ import (
 
 	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/metrics"
+	"github.com/trawl-dev/trawl/otlp"
 	"github.com/trawl-dev/trawl/render"
 )
 
@@ -50,6 +51,7 @@ type traceFlags struct {
 	sortBy      string
 	hist        string
 	listen      string
+	otlp        string
 	maxSeries   int
 	pprof       bool
 	output      string
@@ -120,7 +122,8 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.sortBy, "sort", "count", "with --format stats, sort by `COLUMN`: "+strings.Join(render.SortColumns, ", "))
 	fs.StringVar(&f.hist, "hist", "", "with --format stats, show the latency histogram of `FUNC`")
 	fs.StringVar(&f.listen, "listen", "", "with --stats, serve Prometheus metrics of the counts at http://`ADDR`/metrics (and /healthz) until stopped; ADDR is HOST:PORT, or :PORT for 127.0.0.1")
-	fs.IntVar(&f.maxSeries, "max-series", metrics.DefaultMaxSeries, "with --listen, give at most `N` functions series of their own; the calls of the others add up under function=\"_other\"")
+	fs.StringVar(&f.otlp, "otlp", "", "export to the OpenTelemetry collector at `URL` (grpc://HOST:PORT, grpcs://, http://HOST:PORT[/PREFIX] or https://): each call as a span, or with --stats the counts as metrics every --interval (default 10s); calls are then written out only with -f or -o")
+	fs.IntVar(&f.maxSeries, "max-series", metrics.DefaultMaxSeries, "with --listen or --otlp, give at most `N` functions series of their own; the calls of the others add up under function=\"_other\"")
 	fs.BoolVar(&f.pprof, "pprof", false, "with --listen, also serve Go's profiles under /debug/pprof/")
 	fs.IntVar(&f.depth, "depth", 0, fmt.Sprintf("show `N` levels of nested structs, 1 to %d (default 2), and capture the structs pointers lead to N-1 pointers deep: from 3, the structs the arguments' structs point to (within --call-bytes)", maxDepth))
 	fs.IntVar(&f.callBytes, "call-bytes", 0, fmt.Sprintf("with --depth 3 or more, capture at most `N` bytes of memory per call, 1 to %d (default %[1]d): the arguments' memory counts first, and the structs --depth reaches that do not fit are marked <cut>", maxCallBytes))
@@ -221,9 +224,15 @@ func (f *traceFlags) validate(command []string) error {
 			return bad("--%s needs --stats (or --format stats)", name)
 		}
 	}
-	for _, name := range []string{"max-series", "pprof"} {
-		if f.set[name] && f.listen == "" {
-			return bad("--%s needs --listen", name)
+	if f.set["pprof"] && f.listen == "" {
+		return bad("--pprof needs --listen")
+	}
+	if f.set["max-series"] && f.listen == "" && f.otlp == "" {
+		return bad("--max-series needs --listen or --otlp")
+	}
+	if f.otlp != "" {
+		if err := otlp.CheckURL(f.otlp); err != nil {
+			return bad("--otlp: %v", err)
 		}
 	}
 	if f.maxSeries < 1 {
@@ -379,7 +388,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 		return err
 	}
 	defer closeOut()
-	r, err := f.renderer(out, s)
+	r, err := f.renderer(ctx, out, s, notices)
 	if err != nil {
 		return err
 	}
@@ -433,6 +442,9 @@ func finish(ctx context.Context, s *trawl.Session, r render.Renderer, stop *stop
 	}
 	st, statsErr := s.Stats()
 	summary(stderr, st)
+	if o, ok := r.(*otlpOutput); ok {
+		o.summary(stderr)
+	}
 	if pipeClosed {
 		fmt.Fprintln(stderr, "trawl: the output's reader went away: stopped")
 	}
@@ -571,12 +583,28 @@ func (f *traceFlags) colorFor(w io.Writer) bool {
 	return ok && render.IsTerminal(file.Fd()) && os.Getenv("NO_COLOR") == ""
 }
 
-// renderer picks the output format.
-func (f *traceFlags) renderer(w io.Writer, s *trawl.Session) (render.Renderer, error) {
+// renderer picks the output format, and adds the --otlp export.
+func (f *traceFlags) renderer(ctx context.Context, w io.Writer, s *trawl.Session, notices io.Writer) (render.Renderer, error) {
 	opts := render.Options{Color: f.colorFor(w)}
 	if off, err := render.WallOffset(); err == nil {
 		opts.WallOffset = off
 	}
+	if f.otlp == "" {
+		return f.formatRenderer(w, s, opts)
+	}
+	var r render.Renderer
+	// With --otlp the calls are written out only when asked for.
+	if f.outputFormat() == formatStats || f.set["format"] || f.json || f.tree || f.perfetto != "" || f.output != "" {
+		var err error
+		if r, err = f.formatRenderer(w, s, opts); err != nil {
+			return nil, err
+		}
+	}
+	return f.wrapOTLP(ctx, r, s, opts.WallOffset, notices)
+}
+
+// formatRenderer makes the renderer of the output format.
+func (f *traceFlags) formatRenderer(w io.Writer, s *trawl.Session, opts render.Options) (render.Renderer, error) {
 	switch f.outputFormat() {
 	case formatJSON:
 		return render.NewJSON(w, opts), nil

@@ -93,6 +93,21 @@ func Prometheus() (server, promtool []string, err error) {
 	return server, promtool, err
 }
 
+// OtelcolEnv names the environment variable that gives a process inside a
+// guest the path of the test bed's OpenTelemetry Collector (`vmrun
+// -otelcol` sets it).
+const OtelcolEnv = "TRAWL_OTELCOL"
+
+// Otelcol returns the path of the OpenTelemetry Collector in this guest,
+// or an error saying why there is none.
+func Otelcol() (string, error) {
+	bin := os.Getenv(OtelcolEnv)
+	if bin == "" {
+		return "", fmt.Errorf("no OpenTelemetry Collector in this guest: %s is not set (`vmrun -otelcol` builds one)", OtelcolEnv)
+	}
+	return bin, nil
+}
+
 // DebianCommand returns the command line that runs the command name of a
 // Debian package unpacked under root for arch: its binary in usr/bin,
 // through the dynamic loader and the libraries unpacked with it, since

@@ -59,6 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	icount := fs.Bool("icount", false, "run the guest clock by emulated instructions, so that benchmarks do not drift with host load")
 	bpftrace := fs.Bool("bpftrace", false, "share Debian's bpftrace for the guest's arch (fetched on first use) with the guest, read-only; $"+guest.BpftraceEnv+" names its directory there")
 	prometheus := fs.Bool("prometheus", false, "share Debian's prometheus server and promtool for the guest's arch (fetched on first use) with the guest, read-only; $"+guest.PrometheusEnv+" names their directory there")
+	otelcol := fs.Bool("otelcol", false, "share an OpenTelemetry Collector (OTLP receiver, file exporter) for the guest's arch, built from the upstream modules on first use, with the guest, read-only; $"+guest.OtelcolEnv+" names the binary there")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: vmrun [flags] BINARY [ARGS...]")
 		fs.PrintDefaults()
@@ -111,6 +112,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 		}
 		env = append(env, guest.PrometheusEnv+"="+root)
 		readOnly = append(readOnly, root)
+	}
+	if *otelcol {
+		bin, err := vmtest.FetchOtelcol(ctx, *cache, k.Arch)
+		if err != nil {
+			return 0, err
+		}
+		env = append(env, guest.OtelcolEnv+"="+bin)
+		readOnly = append(readOnly, filepath.Dir(bin))
 	}
 	return vmtest.Run(ctx, vmtest.Options{
 		Cache:    *cache,

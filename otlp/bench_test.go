@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package otlp
+
+import (
+	"context"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/trawl-dev/trawl/render"
+)
+
+// discard is an exporter that takes every span and does nothing.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                            { return nil }
+
+// BenchmarkSpan measures what making a call a span and queueing it costs
+// the reading goroutine: a call of three arguments, one a struct, nested
+// in another.
+func BenchmarkSpan(b *testing.B) {
+	tr, err := NewTracesTo(discard{}, Options{WallOffset: wall})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.Close()
+	c := render.Call{TS: 1, Duration: 100, PID: 1, TID: 1, Comm: "bench", Func: "vfs_read", Depth: 1, Args: []render.Value{
+		{Name: "file", Kind: render.KindPointer, Bits: 0xffff888000000000},
+		{Name: "count", Kind: render.KindUint, Bits: 4096},
+		{Name: "pos", Kind: render.KindStruct, Fields: []render.Value{{Name: "v", Kind: render.KindInt, Bits: 10}}},
+	}, Ret: render.Value{Kind: render.KindInt, Bits: 4096}}
+	b.ReportAllocs()
+	for b.Loop() {
+		tr.Call(&c)
+	}
+	b.StopTimer()
+	if st := tr.Stats(); st.Dropped > 0 {
+		b.Logf("%d of %d spans dropped: the sender fell behind", st.Dropped, st.Spans)
+	}
+}

@@ -1,0 +1,519 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package otlp
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/render"
+)
+
+// scope is the instrumentation scope of the spans and metrics.
+const scope = "github.com/trawl-dev/trawl/otlp"
+
+// maxTasks bounds the tasks whose open calls Traces remembers; past it
+// they are forgotten, and the spans of calls that were open then start
+// traces of their own.
+const maxTasks = 1 << 16
+
+// TraceStats count what became of the spans.
+type TraceStats struct {
+	// Spans counts the calls made spans, Exported those the collector
+	// took, Dropped those the full queue had no room for, Failed those
+	// whose export failed or that were still queued when the exporter
+	// was shut down.
+	Spans, Exported, Dropped, Failed uint64
+	// Err is the last export error, nil if none failed; one cut short by
+	// Shutdown only if none failed before.
+	Err error
+}
+
+// Traces exports each call as a span. Call it from one goroutine, as the
+// pipeline does with every render.Renderer.
+type Traces struct {
+	provider *sdktrace.TracerProvider
+	tracer   trace.Tracer
+	ids      *presetIDs
+	queue    *queue
+	wall     int64
+	spans    uint64
+	// tasks holds, per thread, the ids of the spans of the calls in
+	// progress, by depth: a call's span id is chosen when its first child
+	// ends, before the call itself does.
+	tasks map[uint32][]openCall
+	attrs []attribute.KeyValue
+	json  []byte
+}
+
+type openCall struct {
+	trace trace.TraceID
+	span  trace.SpanID
+}
+
+// NewTraces returns a Traces exporting to the collector at opts.URL.
+func NewTraces(ctx context.Context, opts Options) (*Traces, error) {
+	e, err := parseURL(opts.URL)
+	if err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	var exp sdktrace.SpanExporter
+	if e.grpc {
+		o := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(e.host), otlptracegrpc.WithTimeout(opts.Timeout),
+			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false})}
+		if !e.secure {
+			o = append(o, otlptracegrpc.WithInsecure())
+		}
+		exp, err = otlptracegrpc.New(ctx, o...)
+	} else {
+		o := []otlptracehttp.Option{otlptracehttp.WithEndpoint(e.host), otlptracehttp.WithURLPath(e.prefix + "/v1/traces"),
+			otlptracehttp.WithTimeout(opts.Timeout), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false})}
+		if !e.secure {
+			o = append(o, otlptracehttp.WithInsecure())
+		}
+		exp, err = otlptracehttp.New(ctx, o...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("OTLP trace exporter for %s: %w", opts.URL, err)
+	}
+	return NewTracesTo(exp, opts)
+}
+
+// NewTracesTo returns a Traces exporting with exp (opts.URL unused): an
+// exporter of the OpenTelemetry SDK, such as an in-memory one in tests.
+func NewTracesTo(exp sdktrace.SpanExporter, opts Options) (*Traces, error) {
+	opts = opts.withDefaults()
+	if opts.WallOffset == 0 {
+		off, err := render.WallOffset()
+		if err != nil {
+			return nil, err
+		}
+		opts.WallOffset = off
+	}
+	q := newQueue(exp, opts)
+	ids := &presetIDs{}
+	p := sdktrace.NewTracerProvider(
+		sdktrace.WithResource(newResource(opts.Kernel)),
+		sdktrace.WithIDGenerator(ids),
+		sdktrace.WithSampler(sdktrace.AlwaysSample()),
+		sdktrace.WithSpanProcessor(q),
+		sdktrace.WithRawSpanLimits(sdktrace.SpanLimits{AttributeValueLengthLimit: -1, AttributeCountLimit: -1, EventCountLimit: 0, LinkCountLimit: 0, AttributePerEventCountLimit: 0, AttributePerLinkCountLimit: 0}),
+	)
+	return &Traces{
+		provider: p,
+		tracer:   p.Tracer(scope, trace.WithInstrumentationVersion(trawl.Version().Version)),
+		ids:      ids,
+		queue:    q,
+		wall:     opts.WallOffset,
+		tasks:    map[uint32][]openCall{},
+	}, nil
+}
+
+// Call makes c a span and queues it; a full queue drops it (counted).
+func (t *Traces) Call(c *render.Call) error {
+	t.spans++
+	traceID, parent, self := t.link(c)
+	ctx := context.Background()
+	if parent.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: traceID, SpanID: parent, TraceFlags: trace.FlagsSampled,
+		}))
+	}
+	t.ids.trace, t.ids.span = traceID, self
+	start := time.Unix(0, int64(c.TS)+t.wall)
+	_, span := t.tracer.Start(ctx, validUTF8(c.Func), trace.WithTimestamp(start), trace.WithAttributes(t.attributes(c)...))
+	if c.Ret.Kind == render.KindErrno {
+		span.SetStatus(codes.Error, errnoName(&c.Ret))
+	}
+	span.End(trace.WithTimestamp(start.Add(time.Duration(c.Duration))))
+	return nil
+}
+
+// link returns the ids of c's trace, of its caller's span (invalid for an
+// outermost call) and of its own span, and forgets c's depth and deeper
+// on its task: those calls have ended.
+func (t *Traces) link(c *render.Call) (trace.TraceID, trace.SpanID, trace.SpanID) {
+	d := max(c.Depth, 0)
+	open, ok := t.tasks[c.TID]
+	if !ok && len(t.tasks) >= maxTasks {
+		clear(t.tasks)
+	}
+	if len(open) <= d {
+		open = append(open, make([]openCall, d+1-len(open))...)
+	}
+	if !open[0].trace.IsValid() {
+		open[0].trace = newTraceID()
+	}
+	traceID := open[0].trace
+	var parent trace.SpanID
+	if d > 0 {
+		if !open[d-1].span.IsValid() {
+			open[d-1].span = newSpanID()
+		}
+		parent = open[d-1].span
+	}
+	self := open[d].span
+	if !self.IsValid() {
+		self = newSpanID()
+	}
+	if d == 0 {
+		delete(t.tasks, c.TID)
+	} else {
+		clear(open[d:])
+		t.tasks[c.TID] = open[:d]
+	}
+	return traceID, parent, self
+}
+
+// attributes returns the span attributes of c, in a slice reused by the
+// next call.
+func (t *Traces) attributes(c *render.Call) []attribute.KeyValue {
+	a := append(t.attrs[:0],
+		attribute.Int64("thread.id", int64(c.TID)),
+		attribute.Int64("process.pid", int64(c.PID)),
+		attribute.String("process.command", validUTF8(c.Comm)),
+		attribute.Int64("trawl.cpu", int64(c.CPU)),
+	)
+	if c.Module != "" {
+		a = append(a, attribute.String("trawl.module", c.Module))
+	}
+	if c.Flags&render.ExitOnly == 0 {
+		for i := range c.Args {
+			name := c.Args[i].Name
+			if name == "" {
+				name = "arg" + strconv.Itoa(i)
+			}
+			a = append(a, t.value("trawl.arg."+name, &c.Args[i]))
+		}
+	}
+	for i := range c.Show {
+		a = append(a, t.value("trawl.show."+validUTF8(c.Show[i].Name), &c.Show[i]))
+	}
+	if c.Ret.Kind != render.KindNone {
+		a = append(a, t.value("trawl.ret", &c.Ret))
+		if name := errnoName(&c.Ret); name != "" {
+			a = append(a, attribute.String("trawl.errno", name))
+		}
+	}
+	if c.Chain != 0 {
+		a = append(a, attribute.Int64("trawl.chain", int64(c.Chain)))
+	}
+	if flags := flagNames(c.Flags); len(flags) > 0 {
+		a = append(a, attribute.StringSlice("trawl.flags", flags))
+	}
+	if c.Stack != nil {
+		a = append(a, attribute.StringSlice("trawl.stack", c.Stack))
+	}
+	t.attrs = a
+	return a
+}
+
+// value returns v as an attribute (see the package documentation).
+func (t *Traces) value(key string, v *render.Value) attribute.KeyValue {
+	switch v.Kind {
+	case render.KindInt, render.KindErrno:
+		return attribute.Int64(key, v.Int())
+	case render.KindUint:
+		if v.Uint() <= math.MaxInt64 {
+			return attribute.Int64(key, int64(v.Uint()))
+		}
+		return attribute.String(key, strconv.FormatUint(v.Uint(), 10))
+	case render.KindBool:
+		return attribute.Bool(key, v.Bool())
+	case render.KindFloat:
+		return attribute.Float64(key, v.Float())
+	case render.KindEnum:
+		if v.Str == "" {
+			return t.value(key, &render.Value{Kind: render.KindUint, Bits: v.Bits})
+		}
+		return attribute.String(key, v.Str)
+	case render.KindString:
+		return attribute.String(key, validUTF8(v.Str))
+	case render.KindPointer:
+		if v.Uint() == 0 {
+			return attribute.String(key, "NULL")
+		}
+		fallthrough
+	case render.KindBytes:
+		// Their JSON is a string that needs no escaping.
+		t.json = render.AppendJSONValue(t.json[:0], v)
+		return attribute.String(key, strings.Trim(string(t.json), `"`))
+	case render.KindStruct, render.KindArray:
+		t.json = render.AppendJSONValue(t.json[:0], v)
+		return attribute.String(key, string(t.json))
+	}
+	return attribute.String(key, "?")
+}
+
+// errnoName returns the error name of a return value, "" if it is none.
+func errnoName(v *render.Value) string {
+	if v.Kind != render.KindErrno {
+		return ""
+	}
+	if v.Str != "" {
+		return v.Str
+	}
+	return "E" + strconv.FormatInt(-v.Int(), 10)
+}
+
+var flagList = []struct {
+	flag render.CallFlags
+	name string
+}{{render.EntryOnly, "entry_only"}, {render.ExitOnly, "exit_only"}, {render.Missed, "missed"}, {render.Origin, "origin"}}
+
+func flagNames(f render.CallFlags) []string {
+	if f == 0 {
+		return nil
+	}
+	var names []string
+	for _, fl := range flagList {
+		if f&fl.flag != 0 {
+			names = append(names, fl.name)
+		}
+	}
+	return names
+}
+
+// validUTF8 replaces each byte of s that is not UTF-8 with U+FFFD, as
+// render.JSON does: OTLP's strings must be UTF-8.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteRune(r) // an invalid byte ranges as one utf8.RuneError
+	}
+	return b.String()
+}
+
+// Flush does nothing: the queue sends the spans at least every
+// Options.Interval.
+func (t *Traces) Flush() error { return nil }
+
+// Close sends the spans still queued, for at most Options.Timeout, and
+// shuts the exporter down; see Shutdown.
+func (t *Traces) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), t.queue.opts.Timeout)
+	defer cancel()
+	return t.Shutdown(ctx)
+}
+
+// Shutdown sends the spans still queued until ctx is done, counts those
+// it could not send as Failed, and shuts the exporter down. It returns
+// once ctx is done at the latest.
+func (t *Traces) Shutdown(ctx context.Context) error {
+	return t.provider.Shutdown(ctx)
+}
+
+// Stats returns what became of the spans so far.
+func (t *Traces) Stats() TraceStats {
+	st := t.queue.stats()
+	st.Spans = t.spans
+	return st
+}
+
+// presetIDs gives the SDK the ids Call chose for the span it starts.
+type presetIDs struct {
+	trace trace.TraceID
+	span  trace.SpanID
+}
+
+func (g *presetIDs) NewIDs(context.Context) (trace.TraceID, trace.SpanID) { return g.trace, g.span }
+
+func (g *presetIDs) NewSpanID(context.Context, trace.TraceID) trace.SpanID { return g.span }
+
+func newTraceID() trace.TraceID {
+	var id trace.TraceID
+	for !id.IsValid() {
+		binary.LittleEndian.PutUint64(id[:8], rand.Uint64())
+		binary.LittleEndian.PutUint64(id[8:], rand.Uint64())
+	}
+	return id
+}
+
+func newSpanID() trace.SpanID {
+	var id trace.SpanID
+	for !id.IsValid() {
+		binary.LittleEndian.PutUint64(id[:], rand.Uint64())
+	}
+	return id
+}
+
+// queue is a span processor that sends the spans in batches from a
+// bounded queue, dropping (and counting) those that find it full.
+type queue struct {
+	exp  sdktrace.SpanExporter
+	opts Options
+	in   chan sdktrace.ReadOnlySpan
+	// flush asks the sender to send what it holds now.
+	flush chan chan struct{}
+	// abort, cancelled when a shutdown runs out of time, ends the export
+	// in flight and makes the sender count the rest as failed.
+	abort  context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	closed atomic.Bool
+
+	dropped, exported, failed atomic.Uint64
+	mu                        sync.Mutex
+	err                       error
+}
+
+func newQueue(exp sdktrace.SpanExporter, opts Options) *queue {
+	q := &queue{exp: exp, opts: opts, in: make(chan sdktrace.ReadOnlySpan, opts.QueueSize),
+		flush: make(chan chan struct{}), done: make(chan struct{})}
+	if q.opts.Interval <= 0 {
+		q.opts.Interval = DefaultInterval
+	}
+	q.abort, q.cancel = context.WithCancel(context.Background())
+	go q.send()
+	return q
+}
+
+// OnStart does nothing.
+func (q *queue) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+
+// OnEnd queues s, or drops it when the queue is full or shut down.
+func (q *queue) OnEnd(s sdktrace.ReadOnlySpan) {
+	if q.closed.Load() {
+		q.failed.Add(1)
+		return
+	}
+	select {
+	case q.in <- s:
+	default:
+		q.dropped.Add(1)
+	}
+}
+
+// send sends the queued spans in batches, a batch when it is full or
+// Interval after its first span, until the queue is closed and empty.
+func (q *queue) send() {
+	defer close(q.done)
+	batch := make([]sdktrace.ReadOnlySpan, 0, q.opts.BatchSize)
+	timer := time.NewTimer(q.opts.Interval)
+	defer timer.Stop()
+	for {
+		select {
+		case s, ok := <-q.in:
+			if !ok {
+				q.export(batch)
+				return
+			}
+			if len(batch) == 0 {
+				timer.Reset(q.opts.Interval)
+			}
+			batch = append(batch, s)
+			if len(batch) < q.opts.BatchSize {
+				continue
+			}
+		case <-timer.C:
+		case done := <-q.flush:
+			for n := len(q.in); n > 0; n-- {
+				if batch = append(batch, <-q.in); len(batch) == q.opts.BatchSize {
+					q.export(batch)
+					batch = batch[:0]
+				}
+			}
+			q.export(batch)
+			batch = batch[:0]
+			close(done)
+			continue
+		}
+		q.export(batch)
+		batch = batch[:0]
+	}
+}
+
+// export sends batch, counting its spans as exported or failed.
+func (q *queue) export(batch []sdktrace.ReadOnlySpan) {
+	if len(batch) == 0 {
+		return
+	}
+	if q.abort.Err() != nil {
+		q.failed.Add(uint64(len(batch)))
+		return
+	}
+	ctx, cancel := context.WithTimeout(q.abort, q.opts.Timeout)
+	err := q.exp.ExportSpans(ctx, batch)
+	cancel()
+	if err != nil {
+		q.failed.Add(uint64(len(batch)))
+		q.mu.Lock()
+		// An export cut short by the shutdown says less than the
+		// failure before it.
+		if q.err == nil || q.abort.Err() == nil {
+			q.err = err
+		}
+		q.mu.Unlock()
+		return
+	}
+	q.exported.Add(uint64(len(batch)))
+}
+
+// ForceFlush sends what is queued now.
+func (q *queue) ForceFlush(ctx context.Context) error {
+	if q.closed.Load() {
+		return nil
+	}
+	done := make(chan struct{})
+	select {
+	case q.flush <- done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Shutdown sends what is queued until ctx is done, then counts the rest
+// as failed, and shuts the exporter down.
+func (q *queue) Shutdown(ctx context.Context) error {
+	if q.closed.Swap(true) {
+		return nil
+	}
+	close(q.in)
+	select {
+	case <-q.done:
+	case <-ctx.Done():
+		q.cancel()
+		<-q.done
+	}
+	q.cancel()
+	// The exporter's own shutdown waits for nothing the queue holds.
+	sctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := q.exp.Shutdown(sctx); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("shut the OTLP trace exporter down: %w", err)
+	}
+	return nil
+}
+
+func (q *queue) stats() TraceStats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return TraceStats{Exported: q.exported.Load(), Dropped: q.dropped.Load(), Failed: q.failed.Load(), Err: q.err}
+}

@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package otlp
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+
+	"github.com/trawl-dev/trawl/render"
+)
+
+// wall is the made-up offset of the tests from the kernel clock to Unix
+// time.
+const wall = int64(1_800_000_000_000_000_000)
+
+// tree is one task's calls as the pipeline hands them over, in the order
+// they ended:
+//
+//	tid 10: open (ts 1000, 500 ns)      tid 20: read (ts 1100, 50 ns)
+//	          lookup (ts 1100, 100 ns)
+//	            hash (ts 1150, 10 ns)
+//	          alloc (ts 1300, 20 ns)
+func tree() []render.Call {
+	task := func(c render.Call) render.Call {
+		if c.TID == 0 {
+			c.PID, c.TID, c.Comm = 10, 10, "cat"
+		}
+		return c
+	}
+	return []render.Call{
+		task(render.Call{TS: 1150, Duration: 10, Func: "hash", Depth: 2, Args: []render.Value{{Name: "s", Kind: render.KindString, Str: "etc\xff"}}, Ret: render.Value{Kind: render.KindUint, Bits: math.MaxUint64}}),
+		task(render.Call{TS: 1100, Duration: 100, Func: "lookup", Depth: 1, Ret: render.Value{Kind: render.KindErrno, Bits: uint64(0xffffffff_fffffffe), Str: "ENOENT"}}),
+		{TS: 1100, Duration: 50, PID: 20, TID: 21, Comm: "dd", Func: "read", Module: "ext4", CPU: 3, Args: []render.Value{
+			{Name: "buf", Kind: render.KindPointer, Bits: 0xffff0000, Str: "buf_sym", Off: 16},
+			{Name: "null", Kind: render.KindPointer},
+			{Name: "", Kind: render.KindBool, Bits: 1},
+			{Name: "mode", Kind: render.KindEnum, Str: "O_RDONLY|O_CLOEXEC", Bits: 0x80000},
+			{Name: "raw", Kind: render.KindBytes, Str: "\x01\xab"},
+			{Name: "gone", Kind: render.KindUnknown},
+			{Name: "sk", Kind: render.KindStruct, Fields: []render.Value{{Name: "port", Kind: render.KindInt, Bits: 80}, {Name: "name", Kind: render.KindString, Str: "a\"b"}}, More: 2},
+		}, Ret: render.Value{Kind: render.KindInt, Bits: 5}},
+		task(render.Call{TS: 1300, Duration: 20, Func: "alloc", Depth: 1, Flags: render.Missed, Stack: []string{"alloc+0x4", "open+0x10"}}),
+		task(render.Call{TS: 1000, Duration: 500, Func: "open", Args: []render.Value{{Name: "flags", Kind: render.KindInt, Bits: 0x8000}}, Ret: render.Value{Kind: render.KindInt, Bits: 3}}),
+	}
+}
+
+// keepSpans is an in-memory exporter whose spans outlive its shutdown.
+type keepSpans struct{ *tracetest.InMemoryExporter }
+
+func (keepSpans) Shutdown(context.Context) error { return nil }
+
+// TestSpans checks the span of each call: name, times, parent links and
+// attributes.
+func TestSpans(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tr, err := NewTracesTo(keepSpans{exp}, Options{WallOffset: wall, Kernel: "7.3.0-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := tree()
+	for i := range calls {
+		if err := tr.Call(&calls[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := tr.Stats(); st.Spans != 5 || st.Exported != 5 || st.Dropped != 0 || st.Failed != 0 || st.Err != nil {
+		t.Errorf("stats %+v, want 5 spans exported", st)
+	}
+	spans := map[string]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		spans[s.Name] = s
+	}
+	if len(spans) != 5 {
+		t.Fatalf("got %d spans, want 5", len(spans))
+	}
+	parent := map[string]string{"open": "", "lookup": "open", "hash": "lookup", "alloc": "open", "read": ""}
+	for name, want := range parent {
+		s := spans[name]
+		if want == "" {
+			if s.Parent.IsValid() {
+				t.Errorf("%s: has a parent, want none", name)
+			}
+			continue
+		}
+		p := spans[want]
+		if s.Parent.SpanID() != p.SpanContext.SpanID() || s.SpanContext.TraceID() != p.SpanContext.TraceID() {
+			t.Errorf("%s: parent %s in trace %s, want %s (%s) in trace %s", name, s.Parent.SpanID(), s.SpanContext.TraceID(), want, p.SpanContext.SpanID(), p.SpanContext.TraceID())
+		}
+	}
+	if spans["read"].SpanContext.TraceID() == spans["open"].SpanContext.TraceID() {
+		t.Error("calls of two tasks share a trace")
+	}
+	for _, c := range calls {
+		s := spans[c.Func]
+		if want := time.Unix(0, int64(c.TS)+wall); !s.StartTime.Equal(want) {
+			t.Errorf("%s: start %v, want %v", c.Func, s.StartTime, want)
+		}
+		if got := s.EndTime.Sub(s.StartTime); got != time.Duration(c.Duration) {
+			t.Errorf("%s: lasts %v, want %v", c.Func, got, time.Duration(c.Duration))
+		}
+	}
+	want := map[string][]attribute.KeyValue{
+		"open": {attribute.Int64("thread.id", 10), attribute.Int64("process.pid", 10), attribute.String("process.command", "cat"),
+			attribute.Int64("trawl.arg.flags", 0x8000), attribute.Int64("trawl.ret", 3)},
+		"hash":   {attribute.String("trawl.arg.s", "etc\uFFFD"), attribute.String("trawl.ret", "18446744073709551615")},
+		"lookup": {attribute.Int64("trawl.ret", -2), attribute.String("trawl.errno", "ENOENT")},
+		"alloc":  {attribute.StringSlice("trawl.flags", []string{"missed"}), attribute.StringSlice("trawl.stack", []string{"alloc+0x4", "open+0x10"})},
+		"read": {attribute.Int64("thread.id", 21), attribute.Int64("process.pid", 20), attribute.String("trawl.module", "ext4"), attribute.Int64("trawl.cpu", 3),
+			attribute.String("trawl.arg.buf", "buf_sym+0x10"), attribute.String("trawl.arg.null", "NULL"), attribute.Bool("trawl.arg.arg2", true),
+			attribute.String("trawl.arg.mode", "O_RDONLY|O_CLOEXEC"), attribute.String("trawl.arg.raw", "01ab"), attribute.String("trawl.arg.gone", "?"),
+			attribute.String("trawl.arg.sk", `{"port":80,"name":"a\"b","$more":2}`)},
+	}
+	for name, attrs := range want {
+		got := attribute.NewSet(spans[name].Attributes...)
+		for _, kv := range attrs {
+			if v, ok := got.Value(kv.Key); !ok || v != kv.Value {
+				t.Errorf("%s: %s = %v, want %v", name, kv.Key, v.Emit(), kv.Value.Emit())
+			}
+		}
+	}
+	if set := attribute.NewSet(spans["alloc"].Attributes...); set.HasValue("trawl.ret") {
+		t.Error("a void call has trawl.ret")
+	}
+	if s := spans["lookup"].Status; s.Code != codes.Error || s.Description != "ENOENT" {
+		t.Errorf("lookup: status %+v, want Error ENOENT", s)
+	}
+	res := attribute.NewSet(spans["open"].Resource.Attributes()...)
+	for _, kv := range []attribute.KeyValue{attribute.String("service.name", "trawl"), attribute.String("os.version", "7.3.0-test")} {
+		if v, _ := res.Value(kv.Key); v != kv.Value {
+			t.Errorf("resource %s = %v, want %v", kv.Key, v.Emit(), kv.Value.Emit())
+		}
+	}
+	for _, key := range []attribute.Key{"host.name", "service.version"} {
+		if v, _ := res.Value(key); v.AsString() == "" {
+			t.Errorf("resource has no %s", key)
+		}
+	}
+}
+
+// TestExportOverTheWire exports the spans to an OTLP receiver over each
+// protocol, as a collector gets them.
+func TestExportOverTheWire(t *testing.T) {
+	for _, proto := range []string{"http", "grpc"} {
+		t.Run(proto, func(t *testing.T) {
+			r := &receiver{}
+			url := r.startHTTP
+			if proto == "grpc" {
+				url = r.startGRPC
+			}
+			tr, err := NewTraces(context.Background(), Options{URL: url(t), WallOffset: wall})
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := tree()
+			for i := range calls {
+				tr.Call(&calls[i])
+			}
+			if err := tr.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if st := tr.Stats(); st.Exported != 5 {
+				t.Fatalf("stats %+v, want 5 exported", st)
+			}
+			reqs, _ := r.received()
+			names := map[string]bool{}
+			var service string
+			for _, req := range reqs {
+				for _, rs := range req.ResourceSpans {
+					for _, kv := range rs.Resource.Attributes {
+						if kv.Key == "service.name" {
+							service = kv.Value.GetStringValue()
+						}
+					}
+					for _, ss := range rs.ScopeSpans {
+						for _, s := range ss.Spans {
+							names[s.Name] = true
+							if s.Name == "open" && s.StartTimeUnixNano != uint64(wall+1000) {
+								t.Errorf("open starts at %d, want %d", s.StartTimeUnixNano, wall+1000)
+							}
+							if s.Name == "read" {
+								checkAttr(t, s.Attributes, "trawl.arg.sk", `{"port":80,"name":"a\"b","$more":2}`)
+							}
+						}
+					}
+				}
+			}
+			if len(names) != 5 || service != "trawl" {
+				t.Errorf("received spans %v of service %q, want 5 of trawl", names, service)
+			}
+		})
+	}
+}
+
+func checkAttr(t *testing.T, attrs []*commonpb.KeyValue, key, want string) {
+	t.Helper()
+	for _, kv := range attrs {
+		if kv.Key == key {
+			if got := kv.Value.GetStringValue(); got != want {
+				t.Errorf("%s = %q, want %q", key, got, want)
+			}
+			return
+		}
+	}
+	t.Errorf("no attribute %s", key)
+}
+
+// TestCollectorDown checks that a collector that is not there, or does not
+// answer, costs counted spans, never a wait past the shutdown's deadline.
+func TestCollectorDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	silent := &receiver{hold: make(chan struct{})}
+	for _, tc := range []struct{ name, url string }{
+		{"refused-grpc", "grpc://" + closed},
+		{"refused-http", "http://" + closed},
+		{"silent-grpc", silent.startGRPC(t)},
+		{"silent-http", silent.startHTTP(t)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, err := NewTraces(context.Background(), Options{URL: tc.url, WallOffset: wall, QueueSize: 64, BatchSize: 16, Interval: 10 * time.Millisecond, Timeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 10000
+			start := time.Now()
+			c := render.Call{TS: 1, Duration: 1, PID: 1, TID: 1, Comm: "x", Func: "f"}
+			for range n {
+				tr.Call(&c)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("%d calls took %v: the exporter held them up", n, d)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			start = time.Now()
+			tr.Shutdown(ctx)
+			if d := time.Since(start); d > 700*time.Millisecond {
+				t.Errorf("shutdown took %v, want at most the 300ms deadline and a little", d)
+			}
+			st := tr.Stats()
+			if st.Spans != n || st.Exported+st.Dropped+st.Failed != n || st.Exported != 0 {
+				t.Errorf("stats %+v: want %d spans, none exported, each dropped or failed", st, n)
+			}
+			if st.Dropped == 0 || st.Failed == 0 {
+				t.Errorf("stats %+v: want drops (queue full) and failures", st)
+			}
+			if strings.HasPrefix(tc.name, "refused") && st.Err == nil {
+				t.Error("no export error")
+			}
+		})
+	}
+}
+
+// TestBadURL checks the URLs refused, with their reason.
+func TestBadURL(t *testing.T) {
+	for _, u := range []string{"", "localhost:4317", "ftp://h:1", "grpc://host", "grpc://h:1/x", "http://u@h:1", "http://h:1/?q"} {
+		if err := CheckURL(u); !errors.Is(err, ErrBadURL) {
+			t.Errorf("CheckURL(%q) = %v, want ErrBadURL", u, err)
+		}
+	}
+	for _, u := range []string{"grpc://127.0.0.1:4317", "grpcs://collector:4317", "http://[::1]:4318", "https://c:443/otlp/"} {
+		if err := CheckURL(u); err != nil {
+			t.Errorf("CheckURL(%q) = %v", u, err)
+		}
+	}
+}
