@@ -35,17 +35,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	addr := freeAddr(t)
 	cmd := trawlCmd("--stats", "--listen", addr, "-o", os.DevNull, hotFunc, "*sys_close", "--",
 		os.Args[0], callsArg, strconv.Itoa(getppids), strconv.Itoa(closes))
-	var errOut syncBuffer
-	cmd.Stderr = &errOut
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Kill()
-		<-done
-	}()
+	errOut, done := startTrawl(t, cmd)
 
 	calls := func(mfs map[string]*dto.MetricFamily, suffix, errno string) (n float64) {
 		name := "trawl_calls_total"
@@ -109,7 +99,6 @@ func TestMetricsEndpoint(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-done:
-		done <- nil
 	case <-time.After(stopLimit):
 		t.Fatalf("trawl still running %v after SIGINT\n%s", stopLimit, errOut.String())
 	}
@@ -251,17 +240,7 @@ func TestMetricsUnderLoad(t *testing.T) {
 	cmd := trawlCmd("-b", "kprobe-session", "--stats", "--listen", addr, "--max-series", strconv.Itoa(maxSeries), "-o", os.DevNull, "*", "--",
 		os.Args[0], callsArg, strconv.Itoa(getppids), strconv.Itoa(closes))
 	cmd.Env = append(cmd.Env, callsDoneEnv+"="+done)
-	var errOut syncBuffer
-	cmd.Stderr = &errOut
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Kill()
-		<-exited
-	}()
+	errOut, exited := startTrawl(t, cmd)
 
 	// The first scrape comes after the command's calls, so that getppid
 	// is among the busiest functions first seen and has a series of its
@@ -326,7 +305,6 @@ func TestMetricsUnderLoad(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-exited:
-		exited <- nil
 	case <-time.After(stopLimit):
 		t.Fatalf("trawl still running %v after SIGINT\n%s", stopLimit, errOut.String())
 	}

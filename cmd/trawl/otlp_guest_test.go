@@ -405,17 +405,7 @@ func TestOTLPCollectorDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := trawlCmd("--otlp", "grpc://"+tc.addr, hotFunc, "--", os.Args[0], hotloopArg, "0s")
-			var errOut syncBuffer
-			cmd.Stderr = &errOut
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			defer func() {
-				cmd.Process.Kill()
-				<-done
-			}()
+			errOut, done := startTrawl(t, cmd)
 			started := time.Now()
 			for !strings.Contains(errOut.String(), "trawl: tracing") {
 				if time.Since(started) > startLimit {
@@ -430,7 +420,6 @@ func TestOTLPCollectorDown(t *testing.T) {
 			cmd.Process.Signal(syscall.SIGINT)
 			select {
 			case <-done:
-				done <- nil
 			case <-time.After(stopLimit):
 				t.Fatalf("trawl still running %v after SIGINT\n%s", stopLimit, errOut.String())
 			}
@@ -536,17 +525,7 @@ func TestOTLPMetricsCollector(t *testing.T) {
 	grpcAddr, _ := startCollector(t, bin, out)
 	cmd := trawlCmd("--stats", "--otlp", "grpc://"+grpcAddr, "--interval", "1s", "-o", os.DevNull, hotFunc, "*sys_close", "--",
 		os.Args[0], callsArg, strconv.Itoa(getppids), strconv.Itoa(closes))
-	var errOut syncBuffer
-	cmd.Stderr = &errOut
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Kill()
-		<-done
-	}()
+	errOut, done := startTrawl(t, cmd)
 	deadline := time.Now().Add(startLimit + stopLimit)
 	var calls, ebadf, durations map[string]int64
 	for {
@@ -565,7 +544,6 @@ func TestOTLPMetricsCollector(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-done:
-		done <- nil
 	case <-time.After(stopLimit):
 		t.Fatalf("trawl still running %v after SIGINT\n%s", stopLimit, errOut.String())
 	}

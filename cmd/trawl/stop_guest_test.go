@@ -103,6 +103,29 @@ func trawlCmd(args ...string) *exec.Cmd {
 	return cmd
 }
 
+// startTrawl starts cmd, made by trawlCmd, in the background, its stderr
+// in the buffer returned. The channel receives its exit; when the test
+// ends, trawl is killed if it still runs.
+func startTrawl(t *testing.T, cmd *exec.Cmd) (*syncBuffer, <-chan error) {
+	t.Helper()
+	errOut := &syncBuffer{}
+	cmd.Stderr = errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	exited := make(chan struct{})
+	go func() {
+		done <- cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	return errOut, done
+}
+
 // hotloop returns the command line of the hot loop, running for d (0: for
 // ever).
 func hotloop(d time.Duration) []string {
