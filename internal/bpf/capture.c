@@ -123,16 +123,6 @@ struct {
 	__type(value, struct scratch);
 } scratches SEC(".maps");
 
-/* who fills in the current task's ids and name. */
-static __always_inline void who(struct record *r)
-{
-	struct task_struct *t = bpf_get_current_task_btf();
-
-	r->tgid = t->tgid;
-	r->pid = t->pid;
-	read_comm(t, (__u64 *)r->comm);
-}
-
 static __always_inline void count(__u32 c)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &c);
@@ -144,6 +134,73 @@ static __always_inline struct scratch *get_scratch(void)
 {
 	__u32 zero = 0;
 	return bpf_map_lookup_elem(&scratches, &zero);
+}
+
+/* Kernels before 5.11 have neither task storage nor
+ * bpf_get_current_task_btf. The loader (internal/session, legacy.go) then
+ * sets these, and the verifier prunes the branches the kernel cannot run:
+ * - shadow_by_tid: the shadows map is an LRU hash keyed by thread id,
+ *   bounded by its size; a shadow it cannot make is counted as
+ *   CNT_MISS_STORAGE, and one it evicted (a thread quiet for long while
+ *   others trace) shows as exits without their entry.
+ * - task_by_helpers: the task's ids and name come from the helpers
+ *   (bpf_get_current_pid_tgid, bpf_get_current_comm). */
+volatile const __u32 shadow_by_tid = 0;
+volatile const __u32 task_by_helpers = 0;
+
+/* get_shadow returns the current task's shadow stack, made first if
+ * create is set and there is none; 0 without one. */
+static __always_inline struct shadow *get_shadow(int create)
+{
+	__u32 tid;
+	struct shadow *s;
+	struct scratch *sc;
+
+	if (!shadow_by_tid)
+		return bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0,
+					    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	tid = bpf_get_current_pid_tgid();
+	s = bpf_map_lookup_elem(&shadows, &tid);
+	if (s || !create)
+		return s;
+	/* The per-CPU scratch frame is big enough to be a shadow's first
+	 * value: its header is zeroed below, and calls above depth are never
+	 * read. */
+	sc = get_scratch();
+	if (!sc || bpf_map_update_elem(&shadows, &tid, sc, BPF_NOEXIST))
+		return 0;
+	s = bpf_map_lookup_elem(&shadows, &tid);
+	if (s)
+		__builtin_memset(s, 0, __builtin_offsetof(struct shadow, calls));
+	return s;
+}
+
+/* current_comm copies the current task's name. */
+static __always_inline void current_comm(__u64 name[2])
+{
+	if (task_by_helpers)
+		bpf_get_current_comm(name, 16);
+	else
+		read_comm(bpf_get_current_task_btf(), name);
+}
+
+/* who fills in the current task's ids and name. */
+static __always_inline void who(struct record *r)
+{
+	struct task_struct *t;
+	__u64 id;
+
+	if (task_by_helpers) {
+		id = bpf_get_current_pid_tgid();
+		r->tgid = id >> 32;
+		r->pid = id;
+		bpf_get_current_comm(r->comm, sizeof(r->comm));
+		return;
+	}
+	t = bpf_get_current_task_btf();
+	r->tgid = t->tgid;
+	r->pid = t->pid;
+	read_comm(t, (__u64 *)r->comm);
 }
 
 /* func_at returns the function a kprobe program runs for, found by its
@@ -262,7 +319,7 @@ static __always_inline int wanted(void)
 		__u64 name[2];
 		char *comm = (char *)name;
 
-		read_comm(bpf_get_current_task_btf(), name);
+		current_comm(name);
 		for (int i = 0; i < 16; i++) {
 			if (comm[i] != filter_comm[i])
 				return 0;
@@ -529,7 +586,7 @@ static __always_inline int in_entry(void)
 
 	if (!open_gates)
 		return 0;
-	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	s = get_shadow(0);
 	return s && s->entry_at && !(s->entry_at & GATE_REFUSED);
 }
 
@@ -555,7 +612,7 @@ static __always_inline int outside_exit(void)
 		return 0;
 	if (!open_gates)
 		return 1;
-	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	s = get_shadow(0);
 	return !s || !s->depth;
 }
 
@@ -639,7 +696,7 @@ static __always_inline void refuse_entry(struct call *c)
 
 	if (!(c->flags & CALL_ENTRY))
 		return;
-	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	s = get_shadow(0);
 	if (s)
 		s->entry_at |= GATE_REFUSED;
 }
@@ -660,7 +717,7 @@ static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 fu
 		count(CNT_FILTERED);
 		return 0;
 	}
-	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	s = get_shadow(1);
 	if (!s) {
 		count(CNT_MISS_STORAGE);
 		return 0;
@@ -737,7 +794,7 @@ static __always_inline int is_call(struct call *c, __u64 key, int kprobe)
  * not traced. */
 static __always_inline struct call *pop(__u64 key, int kprobe, __u32 *dp)
 {
-	struct shadow *s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	struct shadow *s = get_shadow(0);
 	struct call *c;
 	__u32 d;
 
@@ -1053,8 +1110,11 @@ static __always_inline void exit_only(__u32 func, __u64 ret)
  * filtered at exit.
  * The buffer is bounded: MAX_DEPTH calls per task, and the map's size
  * over all tasks; records it evicted are counted as missed. */
-/* The number of the last chain sent. */
-__u64 chain_seq = 0;
+/* A chain's number is this CPU's count of chains sent, with the CPU in
+ * its low CHAIN_CPU_BITS bits: unique for the first 2^20 chains of each of
+ * up to 4096 CPUs, without an atomic fetch-and-add, which kernels before
+ * 5.12 refuse even in code that never runs. */
+#define CHAIN_CPU_BITS 12
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -1136,11 +1196,16 @@ static __always_inline void output(struct frame *f)
 static __always_inline void send_chain(struct shadow *s, struct frame *f, __u32 d)
 {
 	struct frame_key key = {.tid = bpf_get_current_pid_tgid()};
-	__u32 id = __sync_fetch_and_add(&chain_seq, 1) + 1;
+	__u32 cnt = CNT_CHAINS, id;
 	__u32 origin = s->origin;
 	struct frame *k;
+	__u64 *n;
 
 	count(CNT_CHAINS);
+	n = bpf_map_lookup_elem(&counters, &cnt);
+	if (!n)
+		return;
+	id = *n << CHAIN_CPU_BITS | (bpf_get_smp_processor_id() & ((1 << CHAIN_CPU_BITS) - 1));
 	for (int i = 0; i < MAX_DEPTH; i++) {
 		__u32 at = origin - i;
 
@@ -1168,7 +1233,7 @@ static __always_inline void send_chain(struct shadow *s, struct frame *f, __u32 
  * c is the entry call. */
 static __always_inline void chain_exit(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe)
 {
-	struct shadow *s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	struct shadow *s = get_shadow(0);
 	const struct plan *p = bpf_map_lookup_elem(&plans, &c->func);
 	int entry = c->flags & CALL_ENTRY;
 	struct frame_key key;
@@ -1426,6 +1491,55 @@ int kretprobe_capture(void *ctx)
 	return 0;
 }
 
+/* Classic kprobes and kretprobes (the kprobe backend), for kernels
+ * without kprobe.multi: before 5.15 neither an attach cookie nor
+ * bpf_get_func_ip tells a program its function, so the loader loads a copy
+ * of these programs per function, in which trawl_func's body becomes
+ * "r0 = ID; exit", ID the plan index. Calls pair by ID at exit (held in
+ * call.ip, which no other program of the session reads). */
+static __noinline __u32 trawl_func(void)
+{
+	__u32 id = 0;
+
+	/* Keep the compiler from assuming the result. */
+	asm volatile("" : "+r"(id));
+	return id;
+}
+
+SEC("kprobe/trawl_placeholder")
+int kprobe_one(void *ctx)
+{
+	__u32 func = trawl_func(), d;
+	struct shadow *s;
+	const struct plan *p;
+	struct call *c;
+
+	p = bpf_map_lookup_elem(&plans, &func);
+	if (!p || !(c = push(&s, &d, func, p, ctx_u64(ctx, REG_SP))))
+		return 0;
+	c->ip = func;
+	kprobe_slots(ctx, c->slots, p);
+	enter(ctx, c, d, p, 1);
+	return 0;
+}
+
+SEC("kretprobe/trawl_placeholder")
+int kretprobe_one(void *ctx)
+{
+	__u32 func = trawl_func(), d = 0;
+	__u64 ret = ctx_u64(ctx, REG_RET);
+	struct call *c;
+
+	if (outside_exit())
+		return 0;
+	c = pop(func, 1, &d);
+	if (c)
+		finish(ctx, c, d, ret, 1);
+	else
+		exit_only(func, ret);
+	return 0;
+}
+
 /* follow_fork adds children of traced processes to the pids map. */
 SEC("tp_btf/sched_process_fork")
 int follow_fork(__u64 *ctx)
@@ -1503,7 +1617,7 @@ static __always_inline void session_exit(void *ctx, __u64 ret, int kprobe)
 
 	if (!cookie || !*cookie)
 		return;
-	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	s = get_shadow(0);
 	if (!s)
 		return;
 	d = *cookie - 1;
