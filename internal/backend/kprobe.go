@@ -60,7 +60,7 @@ func attachKprobe(ctx context.Context, c Capture, targets []Target, progress Pro
 }
 
 // attachKprobeOne loads the kretprobe and kprobe programs for t, with its
-// plan index and filter spliced in, and attaches them by its name.
+// plan index, capture count and filter spliced in, and attaches them by its name.
 func attachKprobeOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, ld *fentryLoader, t Target) error {
 	fn := t.Plan.Func
 	if fn.Copies > 1 {
@@ -89,6 +89,9 @@ func attachKprobeOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*
 	for _, kind := range kprobeKinds {
 		ps := spec.Programs[kind.prog].Copy()
 		insns, err := splice(ps.Instructions, funcIDFunc, id)
+		if err == nil {
+			insns, err = spliceNrCaps(insns, t)
+		}
 		if err != nil {
 			return fail(err)
 		}

@@ -546,8 +546,8 @@ static __always_inline __u32 slot_of(__u32 d)
  * body with "r0 = N; exit", N the function's count: being static, it is
  * verified as part of its caller, which then knows N and walks the
  * capture loop N times rather than MAX_CAPS. Programs serving many
- * functions keep this body; kprobe programs, verified once, read
- * p->nr_caps without the call. */
+ * functions keep this body; kprobe programs serving many functions,
+ * verified once, read p->nr_caps without the call. */
 static __noinline __u64 trawl_nr_caps(const struct plan *p)
 {
 	__u64 n = p->nr_caps;
@@ -1359,11 +1359,16 @@ static __always_inline void take_stack(void *ctx, struct call *c)
 	c->stack = id + 1;
 }
 
+/* The kprobe argument of enter: programs serving many functions, or
+ * one (kprobe_one), which knows its capture count as trawl_nr_caps. */
+#define KPROBE_MANY 1
+#define KPROBE_ONE 2
+
 /* enter fills a framed call's frame with its slots and captures: from
  * the trampoline's ctx, or from c for kprobes. */
 static __always_inline void enter(void *ctx, struct call *c, __u32 d, const struct plan *p, int kprobe)
 {
-	__u64 nr_caps = kprobe ? p->nr_caps : trawl_nr_caps(p);
+	__u64 nr_caps = kprobe == KPROBE_MANY ? p->nr_caps : trawl_nr_caps(p);
 	struct frame *f;
 
 	take_stack(ctx, c);
@@ -1495,7 +1500,8 @@ int kretprobe_capture(void *ctx)
  * without kprobe.multi: before 5.15 neither an attach cookie nor
  * bpf_get_func_ip tells a program its function, so the loader loads a copy
  * of these programs per function, in which trawl_func's body becomes
- * "r0 = ID; exit", ID the plan index. Calls pair by ID at exit (held in
+ * "r0 = ID; exit", ID the plan index (and trawl_nr_caps's its capture
+ * count, as for fentry). Calls pair by ID at exit (held in
  * call.ip, which no other program of the session reads). */
 static __noinline __u32 trawl_func(void)
 {
@@ -1519,7 +1525,7 @@ int kprobe_one(void *ctx)
 		return 0;
 	c->ip = func;
 	kprobe_slots(ctx, c->slots, p);
-	enter(ctx, c, d, p, 1);
+	enter(ctx, c, d, p, KPROBE_ONE);
 	return 0;
 }
 
