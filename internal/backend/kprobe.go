@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 
@@ -37,10 +36,6 @@ var Kprobe = register(&Backend{
 // fentry; no trampoline image, but a kretprobe keeps an instance per
 // possible CPU and concurrent call.
 var kprobeCost = perFunction{files: 5, memory: 68 << 10}
-
-// funcIDFunc is the capture program's function that returns the plan
-// index of a classic kprobe program's function (trawl_func).
-const funcIDFunc = "trawl_func"
 
 // kprobeKinds are the two programs attached to each function, exit
 // first (see kinds in fentry.go).
@@ -84,14 +79,10 @@ func attachKprobeOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*
 		}
 		return fmt.Errorf("attach a kprobe to %s: %w", fn.Name, err)
 	}
-	id := asm.Instructions{asm.Mov.Imm32(asm.R0, int32(t.ID)), asm.Return()}
 	one := &ebpf.CollectionSpec{Maps: spec.Maps, Programs: map[string]*ebpf.ProgramSpec{}, Types: spec.Types}
 	for _, kind := range kprobeKinds {
 		ps := spec.Programs[kind.prog].Copy()
-		insns, err := splice(ps.Instructions, funcIDFunc, id)
-		if err == nil {
-			insns, err = spliceNrCaps(insns, t)
-		}
+		insns, err := spliceOne(ps.Instructions, t)
 		if err != nil {
 			return fail(err)
 		}

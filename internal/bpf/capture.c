@@ -1359,8 +1359,9 @@ static __always_inline void take_stack(void *ctx, struct call *c)
 	c->stack = id + 1;
 }
 
-/* The kprobe argument of enter: programs serving many functions, or
- * one (kprobe_one), which knows its capture count as trawl_nr_caps. */
+/* The kprobe argument of enter, finish and send: programs serving many
+ * functions, or one (kprobe_one, and fentry_one, which saves the slots
+ * as kprobes do), which knows its capture count as trawl_nr_caps. */
 #define KPROBE_MANY 1
 #define KPROBE_ONE 2
 
@@ -1529,20 +1530,86 @@ int kprobe_one(void *ctx)
 	return 0;
 }
 
-SEC("kretprobe/trawl_placeholder")
-int kretprobe_one(void *ctx)
+/* one_exit ends a call of func, which returned ret, in a program that
+ * serves func alone (kretprobe_one, fexit_one): its slots were saved at
+ * entry. */
+static __always_inline void one_exit(void *ctx, __u32 func, __u64 ret)
 {
-	__u32 func = trawl_func(), d = 0;
-	__u64 ret = ctx_u64(ctx, REG_RET);
+	__u32 d = 0;
 	struct call *c;
 
 	if (outside_exit())
-		return 0;
+		return;
 	c = pop(func, 1, &d);
 	if (c)
-		finish(ctx, c, d, ret, 1);
+		finish(ctx, c, d, ret, KPROBE_ONE);
 	else
 		exit_only(func, ret);
+}
+
+SEC("kretprobe/trawl_placeholder")
+int kretprobe_one(void *ctx)
+{
+	one_exit(ctx, trawl_func(), ctx_u64(ctx, REG_RET));
+	return 0;
+}
+
+/* Trampolines without bpf_get_func_arg/ret (before 5.17) nor attach
+ * cookies (before 6.0): the fentry backend loads a copy of these per
+ * function, which knows its plan index (trawl_func) and its slot count
+ * (trawl_nr_slots, spliced as trawl_nr_caps is), and reads the slots and
+ * the return value straight from the trampoline's context. The entry saves the slots in the call, as kprobes
+ * do, for the exit to send. */
+static __noinline __u64 trawl_nr_slots(void)
+{
+	__u64 n = 0;
+
+	/* Keep the compiler from assuming the result. */
+	asm volatile("" : "+r"(n));
+	return n;
+}
+
+/* ctx_slots copies the first n slots of a trampoline's context, and
+ * ctx_ret reads the return value an fexit context holds after them. They
+ * copy the trampoline's stack, not load from ctx, as before 5.17 the
+ * verifier lets a load from ctx take a pointer argument only when it
+ * points to a struct. */
+static __always_inline void ctx_slots(void *ctx, __u64 n, __u64 *slots)
+{
+	if (n > MAX_SLOTS)
+		n = MAX_SLOTS;
+	bpf_probe_read_kernel(slots, n * 8, ctx);
+}
+
+static __always_inline __u64 ctx_ret(void *ctx, __u64 n)
+{
+	__u64 ret = 0;
+
+	bpf_probe_read_kernel(&ret, 8, (char *)ctx + 8 * n);
+	return ret;
+}
+
+SEC("fentry/trawl_placeholder")
+int fentry_one(void *ctx)
+{
+	__u32 func = trawl_func(), d;
+	struct shadow *s;
+	const struct plan *p;
+	struct call *c;
+
+	p = bpf_map_lookup_elem(&plans, &func);
+	if (!p || !(c = push(&s, &d, func, p, (__u64)ctx)))
+		return 0;
+	c->ip = func;
+	ctx_slots(ctx, trawl_nr_slots(), c->slots);
+	enter(ctx, c, d, p, KPROBE_ONE);
+	return 0;
+}
+
+SEC("fexit/trawl_placeholder")
+int fexit_one(void *ctx)
+{
+	one_exit(ctx, trawl_func(), ctx_ret(ctx, trawl_nr_slots()));
 	return 0;
 }
 

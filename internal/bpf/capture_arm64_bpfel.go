@@ -216,7 +216,9 @@ const (
 	CaptureMapStacks                = "stacks"
 	CaptureMapStats                 = "stats"
 	CaptureProgFentryCapture        = "fentry_capture"
+	CaptureProgFentryOne            = "fentry_one"
 	CaptureProgFexitCapture         = "fexit_capture"
+	CaptureProgFexitOne             = "fexit_one"
 	CaptureProgFollowFork           = "follow_fork"
 	CaptureProgForgetExit           = "forget_exit"
 	CaptureProgFsessionCapture      = "fsession_capture"
@@ -291,7 +293,9 @@ type CaptureSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type CaptureProgramSpecs struct {
 	FentryCapture        *ebpf.ProgramSpec `ebpf:"fentry_capture"`
+	FentryOne            *ebpf.ProgramSpec `ebpf:"fentry_one"`
 	FexitCapture         *ebpf.ProgramSpec `ebpf:"fexit_capture"`
+	FexitOne             *ebpf.ProgramSpec `ebpf:"fexit_one"`
 	FollowFork           *ebpf.ProgramSpec `ebpf:"follow_fork"`
 	ForgetExit           *ebpf.ProgramSpec `ebpf:"forget_exit"`
 	FsessionCapture      *ebpf.ProgramSpec `ebpf:"fsession_capture"`
@@ -430,7 +434,9 @@ type CaptureVariables struct {
 // It can be passed to LoadCaptureObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CapturePrograms struct {
 	FentryCapture        *ebpf.Program `ebpf:"fentry_capture"`
+	FentryOne            *ebpf.Program `ebpf:"fentry_one"`
 	FexitCapture         *ebpf.Program `ebpf:"fexit_capture"`
+	FexitOne             *ebpf.Program `ebpf:"fexit_one"`
 	FollowFork           *ebpf.Program `ebpf:"follow_fork"`
 	ForgetExit           *ebpf.Program `ebpf:"forget_exit"`
 	FsessionCapture      *ebpf.Program `ebpf:"fsession_capture"`
@@ -444,7 +450,9 @@ type CapturePrograms struct {
 func (p *CapturePrograms) Close() error {
 	return _CaptureClose(
 		p.FentryCapture,
+		p.FentryOne,
 		p.FexitCapture,
+		p.FexitOne,
 		p.FollowFork,
 		p.ForgetExit,
 		p.FsessionCapture,
