@@ -13,6 +13,7 @@ import (
 const (
 	BackendAuto          = "auto"
 	BackendFentry        = "fentry"
+	BackendKprobe        = "kprobe"
 	BackendKprobeMulti   = "kprobe-multi"
 	BackendKprobeSession = "kprobe-session"
 	BackendFsession      = "fsession"
@@ -29,7 +30,9 @@ func backendNames() []string { return session.Names() }
 // with the number of functions, against per-call cost: tracing-multi when
 // the kernel has it, one trampoline program per function (fsession, else
 // fentry) for up to 20 functions, a kprobe link for all of them
-// (kprobe-session, else kprobe-multi) for more; the README, "Choosing a
+// (kprobe-session, else kprobe-multi) for more, and where the kernel has
+// none of these (before 5.17, arm64 before 6.0) a classic kprobe per
+// function; the README, "Choosing a
 // backend", has the numbers. fsession and tracing-multi are passed over
 // when the selection has functions in modules, which they cannot attach.
 func ChooseBackend(cfg Config) (name, why string, err error) {

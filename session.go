@@ -37,8 +37,9 @@ type Config struct {
 	// Backend is BackendAuto (see ChooseBackend), BackendFentry (5.17+,
 	// cookies 6.0+), BackendKprobeMulti (5.18+; arm64 6.14+ in practice),
 	// BackendKprobeSession (6.10+), BackendFsession (7.0+) or
-	// BackendTracingMulti (7.2+, x86-64). fsession and tracing-multi
-	// attach vmlinux functions only.
+	// BackendTracingMulti (7.2+, x86-64) or BackendKprobe (a classic
+	// kprobe per function, for kernels without the others; 5.10+).
+	// fsession and tracing-multi attach vmlinux functions only.
 	Backend string
 	// PIDs, if set, limits tracing to these processes and their children.
 	PIDs []int

@@ -124,7 +124,12 @@ func TestWhyFailed(t *testing.T) {
 					if c.Origin {
 						origins++
 					}
-					if !slices.ContainsFunc(c.Stack, isSyscallEntry) || slices.ContainsFunc(c.Stack, isBPF) {
+					if b == "kprobe" && len(c.Stack) > 0 && strings.HasPrefix(c.Stack[len(c.Stack)-1], "kretprobe_trampoline+") {
+						// Before 5.14 the x86-64 unwinder stops at a return
+						// address a kretprobe replaced (5.10: "path_openat+0x1",
+						// "do_filp_open+0x99", "kretprobe_trampoline+0x0").
+						t.Logf("chain %d of %s: the stack of %s stops at a kretprobe, as the kernel's unwinder does before 5.14: %q", id, name, c.Func, c.Stack)
+					} else if !slices.ContainsFunc(c.Stack, isSyscallEntry) || slices.ContainsFunc(c.Stack, isBPF) {
 						t.Errorf("chain %d of %s: the stack of %s does not pass through the system call entry, or has BPF frames: %q", id, name, c.Func, c.Stack)
 					}
 					if len(c.Stack) == 0 || !strings.HasPrefix(c.Stack[0], c.Func+"+") {

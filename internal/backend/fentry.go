@@ -26,8 +26,10 @@ import (
 const fentryParallel = 32
 
 // Fentry loads one fentry and one fexit program per target, each a copy
-// of the capture program sharing maps, in parallel. Needs 5.17
-// (bpf_get_func_arg) and 6.0 (cookies on trampoline links).
+// of the capture program sharing maps, in parallel. From 5.17 they read
+// the arguments with bpf_get_func_arg and know their function by the
+// attach cookie (6.0); before, they know their function and slot count
+// as constants and read the trampoline's context directly (fentry_one).
 //
 // All loads share one decoded kernel BTF: without it cilium/ebpf decodes
 // vmlinux BTF again for every program to find its attach target, which
@@ -35,14 +37,20 @@ const fentryParallel = 32
 // emulation; docs/benchmarks.md, "fentry attach").
 var Fentry = register(&Backend{
 	Name:   "fentry",
-	Needs:  features.FuncArgHelpers,
+	Needs:  features.Fentry,
 	Family: plan.Trampoline,
 	Attach: attachFentry,
 	cost:   &fentryCost,
 })
 
 func attachFentry(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
-	ld := &fentryLoader{cache: btf.NewCache()}
+	ld := &fentryLoader{cache: btf.NewCache(), kinds: kinds}
+	switch err := features.FuncArgHelpers(); {
+	case errors.Is(err, ebpf.ErrNotSupported):
+		ld.kinds = kindsOne
+	case err != nil:
+		return nil, fmt.Errorf("probe for bpf_get_func_arg: %w", err)
+	}
 	return attachEach(ctx, targets, fentryCost, progress, func(a *Attachment, t Target) error {
 		return attachFentryOne(a, c.Spec, c.Collection.Maps, ld, t)
 	})
@@ -56,6 +64,9 @@ func attachFentry(ctx context.Context, c Capture, targets []Target, progress Pro
 type fentryLoader struct {
 	cache   *btf.Cache
 	modules sync.Mutex
+	// kinds are the programs to load: kinds, or kindsOne on kernels
+	// without bpf_get_func_arg.
+	kinds []fentryKind
 }
 
 // load loads the programs of one function.
@@ -157,12 +168,25 @@ func raiseFileLimit(n int) error {
 // that a call in flight while attaching has at worst an exit without its
 // entry (sent flagged), never an entry whose frame nobody pops. Detaching
 // goes the other way.
-var kinds = []struct {
+var kinds = []fentryKind{
+	{bpf.CaptureProgFexitCapture, ebpf.AttachTraceFExit, true},
+	{bpf.CaptureProgFentryCapture, ebpf.AttachTraceFEntry, true},
+}
+
+// kindsOne are the programs of kernels without bpf_get_func_arg (before
+// 5.17) or attach cookies (before 6.0), in the same order.
+var kindsOne = []fentryKind{
+	{bpf.CaptureProgFexitOne, ebpf.AttachTraceFExit, false},
+	{bpf.CaptureProgFentryOne, ebpf.AttachTraceFEntry, false},
+}
+
+// fentryKind is one of the programs attached to each function.
+type fentryKind struct {
 	prog   string
 	attach ebpf.AttachType
-}{
-	{bpf.CaptureProgFexitCapture, ebpf.AttachTraceFExit},
-	{bpf.CaptureProgFentryCapture, ebpf.AttachTraceFEntry},
+	// cookie says the program knows its function by the attach cookie,
+	// not as a constant.
+	cookie bool
 }
 
 // attachFentryOne loads the fexit and fentry programs for t, both in one
@@ -186,13 +210,13 @@ func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*
 		return fmt.Errorf("attach to %s: %w", fn.Name, err)
 	}
 	one := &ebpf.CollectionSpec{Maps: spec.Maps, Programs: map[string]*ebpf.ProgramSpec{}, Types: spec.Types}
-	for _, kind := range kinds {
+	for _, kind := range ld.kinds {
 		ps := spec.Programs[kind.prog].Copy()
 		ps.AttachTo = fn.Name
 		if err := SpliceFilter(ps, []Target{t}); err != nil {
 			return fail(err)
 		}
-		insns, err := spliceNrCaps(ps.Instructions, t)
+		insns, err := spliceOne(ps.Instructions, t)
 		if err != nil {
 			return fail(err)
 		}
@@ -203,12 +227,16 @@ func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*
 	if err != nil {
 		return fail(err)
 	}
-	for _, kind := range kinds {
+	for _, kind := range ld.kinds {
 		progs = append(progs, program{name: kind.prog, prog: coll.DetachProgram(kind.prog), owned: true})
 	}
 	coll.Close()
-	for i, kind := range kinds {
-		l, err := link.AttachTracing(link.TracingOptions{Program: progs[i].prog, AttachType: kind.attach, Cookie: t.TrampolineCookie()})
+	for i, kind := range ld.kinds {
+		var cookie uint64
+		if kind.cookie {
+			cookie = t.TrampolineCookie()
+		}
+		l, err := link.AttachTracing(link.TracingOptions{Program: progs[i].prog, AttachType: kind.attach, Cookie: cookie})
 		if err != nil {
 			return fail(err)
 		}

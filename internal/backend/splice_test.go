@@ -60,3 +60,44 @@ func TestSplice(t *testing.T) {
 		}
 	}
 }
+
+// TestSpliceOne checks the programs loaded per function without cookies
+// (classic kprobes, fentry before 5.17) get their function's plan index,
+// capture count and slot count as constants.
+func TestSpliceOne(t *testing.T) {
+	spec, err := bpf.LoadCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &plan.Plan{NumSlots: 3, Args: []plan.Arg{
+		{Class: plan.String, Budget: 64, Slot: 0},
+		{Class: plan.Signed, Slot: 1},
+		{Class: plan.Signed, Slot: 2},
+	}}
+	want := map[string]map[string]int64{
+		bpf.CaptureProgKprobeOne:    {funcIDFunc: 7, nrCapsFunc: 1},
+		bpf.CaptureProgKretprobeOne: {funcIDFunc: 7},
+		bpf.CaptureProgFentryOne:    {funcIDFunc: 7, nrCapsFunc: 1, nrSlotsFunc: 3},
+		bpf.CaptureProgFexitOne:     {funcIDFunc: 7, nrSlotsFunc: 3},
+	}
+	for name, consts := range want {
+		insns, err := spliceOne(spec.Programs[name].Copy().Instructions, Target{ID: 7, Plan: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		offsets, err := insns.SymbolOffsets()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for fn, v := range consts {
+			start, ok := offsets[fn]
+			if !ok {
+				t.Errorf("%s does not call %s", name, fn)
+				continue
+			}
+			if got := insns[start]; got.Dst != asm.R0 || got.Constant != v || insns[start+1].OpCode != asm.Return().OpCode {
+				t.Errorf("%s: %s is %v %v, want r0 = %d; exit", name, fn, got, insns[start+1], v)
+			}
+		}
+	}
+}

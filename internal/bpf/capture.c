@@ -134,16 +134,6 @@ struct {
 	__type(value, struct scratch);
 } scratches SEC(".maps");
 
-/* who fills in the current task's ids and name. */
-static __always_inline void who(struct record *r)
-{
-	struct task_struct *t = bpf_get_current_task_btf();
-
-	r->tgid = t->tgid;
-	r->pid = t->pid;
-	read_comm(t, (__u64 *)r->comm);
-}
-
 static __always_inline void count(__u32 c)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &c);
@@ -155,6 +145,73 @@ static __always_inline struct scratch *get_scratch(void)
 {
 	__u32 zero = 0;
 	return bpf_map_lookup_elem(&scratches, &zero);
+}
+
+/* Kernels before 5.11 have neither task storage nor
+ * bpf_get_current_task_btf. The loader (internal/session, legacy.go) then
+ * sets these, and the verifier prunes the branches the kernel cannot run:
+ * - shadow_by_tid: the shadows map is an LRU hash keyed by thread id,
+ *   bounded by its size; a shadow it cannot make is counted as
+ *   CNT_MISS_STORAGE, and one it evicted (a thread quiet for long while
+ *   others trace) shows as exits without their entry.
+ * - task_by_helpers: the task's ids and name come from the helpers
+ *   (bpf_get_current_pid_tgid, bpf_get_current_comm). */
+volatile const __u32 shadow_by_tid = 0;
+volatile const __u32 task_by_helpers = 0;
+
+/* get_shadow returns the current task's shadow stack, made first if
+ * create is set and there is none; 0 without one. */
+static __always_inline struct shadow *get_shadow(int create)
+{
+	__u32 tid;
+	struct shadow *s;
+	struct scratch *sc;
+
+	if (!shadow_by_tid)
+		return bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0,
+					    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	tid = bpf_get_current_pid_tgid();
+	s = bpf_map_lookup_elem(&shadows, &tid);
+	if (s || !create)
+		return s;
+	/* The per-CPU scratch frame is big enough to be a shadow's first
+	 * value: its header is zeroed below, and calls above depth are never
+	 * read. */
+	sc = get_scratch();
+	if (!sc || bpf_map_update_elem(&shadows, &tid, sc, BPF_NOEXIST))
+		return 0;
+	s = bpf_map_lookup_elem(&shadows, &tid);
+	if (s)
+		__builtin_memset(s, 0, __builtin_offsetof(struct shadow, calls));
+	return s;
+}
+
+/* current_comm copies the current task's name. */
+static __always_inline void current_comm(__u64 name[2])
+{
+	if (task_by_helpers)
+		bpf_get_current_comm(name, 16);
+	else
+		read_comm(bpf_get_current_task_btf(), name);
+}
+
+/* who fills in the current task's ids and name. */
+static __always_inline void who(struct record *r)
+{
+	struct task_struct *t;
+	__u64 id;
+
+	if (task_by_helpers) {
+		id = bpf_get_current_pid_tgid();
+		r->tgid = id >> 32;
+		r->pid = id;
+		bpf_get_current_comm(r->comm, sizeof(r->comm));
+		return;
+	}
+	t = bpf_get_current_task_btf();
+	r->tgid = t->tgid;
+	r->pid = t->pid;
+	read_comm(t, (__u64 *)r->comm);
 }
 
 /* func_at returns the function a kprobe program runs for, found by its
@@ -273,7 +330,7 @@ static __always_inline int wanted(void)
 		__u64 name[2];
 		char *comm = (char *)name;
 
-		read_comm(bpf_get_current_task_btf(), name);
+		current_comm(name);
 		for (int i = 0; i < 16; i++) {
 			if (comm[i] != filter_comm[i])
 				return 0;
@@ -500,8 +557,8 @@ static __always_inline __u32 slot_of(__u32 d)
  * body with "r0 = N; exit", N the function's count: being static, it is
  * verified as part of its caller, which then knows N and walks the
  * capture loop N times rather than MAX_CAPS. Programs serving many
- * functions keep this body; kprobe programs, verified once, read
- * p->nr_caps without the call. */
+ * functions keep this body; kprobe programs serving many functions,
+ * verified once, read p->nr_caps without the call. */
 static __noinline __u64 trawl_nr_caps(const struct plan *p)
 {
 	__u64 n = p->nr_caps;
@@ -540,7 +597,7 @@ static __always_inline int in_entry(void)
 
 	if (!open_gates)
 		return 0;
-	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	s = get_shadow(0);
 	return s && s->entry_at && !(s->entry_at & GATE_REFUSED);
 }
 
@@ -566,7 +623,7 @@ static __always_inline int outside_exit(void)
 		return 0;
 	if (!open_gates)
 		return 1;
-	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	s = get_shadow(0);
 	return !s || !s->depth;
 }
 
@@ -650,7 +707,7 @@ static __always_inline void refuse_entry(struct call *c)
 
 	if (!(c->flags & CALL_ENTRY))
 		return;
-	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	s = get_shadow(0);
 	if (s)
 		s->entry_at |= GATE_REFUSED;
 }
@@ -671,7 +728,7 @@ static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 fu
 		count(CNT_FILTERED);
 		return 0;
 	}
-	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	s = get_shadow(1);
 	if (!s) {
 		count(CNT_MISS_STORAGE);
 		return 0;
@@ -748,7 +805,7 @@ static __always_inline int is_call(struct call *c, __u64 key, int kprobe)
  * not traced. */
 static __always_inline struct call *pop(__u64 key, int kprobe, __u32 *dp)
 {
-	struct shadow *s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	struct shadow *s = get_shadow(0);
 	struct call *c;
 	__u32 d;
 
@@ -1065,8 +1122,11 @@ static __always_inline void exit_only(__u32 func, __u64 ret)
  * filtered at exit.
  * The buffer is bounded: MAX_DEPTH calls per task, and the map's size
  * over all tasks; records it evicted are counted as missed. */
-/* The number of the last chain sent. */
-__u64 chain_seq = 0;
+/* A chain's number is this CPU's count of chains sent, with the CPU in
+ * its low CHAIN_CPU_BITS bits: unique for the first 2^20 chains of each of
+ * up to 4096 CPUs, without an atomic fetch-and-add, which kernels before
+ * 5.12 refuse even in code that never runs. */
+#define CHAIN_CPU_BITS 12
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -1148,11 +1208,16 @@ static __always_inline void output(struct frame *f)
 static __always_inline void send_chain(struct shadow *s, struct frame *f, __u32 d)
 {
 	struct frame_key key = {.tid = bpf_get_current_pid_tgid()};
-	__u32 id = __sync_fetch_and_add(&chain_seq, 1) + 1;
+	__u32 cnt = CNT_CHAINS, id;
 	__u32 origin = s->origin;
 	struct frame *k;
+	__u64 *n;
 
 	count(CNT_CHAINS);
+	n = bpf_map_lookup_elem(&counters, &cnt);
+	if (!n)
+		return;
+	id = *n << CHAIN_CPU_BITS | (bpf_get_smp_processor_id() & ((1 << CHAIN_CPU_BITS) - 1));
 	for (int i = 0; i < MAX_DEPTH; i++) {
 		__u32 at = origin - i;
 
@@ -1180,7 +1245,7 @@ static __always_inline void send_chain(struct shadow *s, struct frame *f, __u32 
  * c is the entry call. */
 static __always_inline void chain_exit(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe)
 {
-	struct shadow *s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	struct shadow *s = get_shadow(0);
 	const struct plan *p = bpf_map_lookup_elem(&plans, &c->func);
 	int entry = c->flags & CALL_ENTRY;
 	struct frame_key key;
@@ -1306,11 +1371,17 @@ static __always_inline void take_stack(void *ctx, struct call *c)
 	c->stack = id + 1;
 }
 
+/* The kprobe argument of enter, finish and send: programs serving many
+ * functions, or one (kprobe_one, and fentry_one, which saves the slots
+ * as kprobes do), which knows its capture count as trawl_nr_caps. */
+#define KPROBE_MANY 1
+#define KPROBE_ONE 2
+
 /* enter fills a framed call's frame with its slots and captures: from
  * the trampoline's ctx, or from c for kprobes. */
 static __always_inline void enter(void *ctx, struct call *c, __u32 d, const struct plan *p, int kprobe)
 {
-	__u64 nr_caps = kprobe ? p->nr_caps : trawl_nr_caps(p);
+	__u64 nr_caps = kprobe == KPROBE_MANY ? p->nr_caps : trawl_nr_caps(p);
 	struct frame *f;
 
 	take_stack(ctx, c);
@@ -1438,6 +1509,122 @@ int kretprobe_capture(void *ctx)
 	return 0;
 }
 
+/* Classic kprobes and kretprobes (the kprobe backend), for kernels
+ * without kprobe.multi: before 5.15 neither an attach cookie nor
+ * bpf_get_func_ip tells a program its function, so the loader loads a copy
+ * of these programs per function, in which trawl_func's body becomes
+ * "r0 = ID; exit", ID the plan index (and trawl_nr_caps's its capture
+ * count, as for fentry). Calls pair by ID at exit (held in
+ * call.ip, which no other program of the session reads). */
+static __noinline __u32 trawl_func(void)
+{
+	__u32 id = 0;
+
+	/* Keep the compiler from assuming the result. */
+	asm volatile("" : "+r"(id));
+	return id;
+}
+
+SEC("kprobe/trawl_placeholder")
+int kprobe_one(void *ctx)
+{
+	__u32 func = trawl_func(), d;
+	struct shadow *s;
+	const struct plan *p;
+	struct call *c;
+
+	p = bpf_map_lookup_elem(&plans, &func);
+	if (!p || !(c = push(&s, &d, func, p, ctx_u64(ctx, REG_SP))))
+		return 0;
+	c->ip = func;
+	kprobe_slots(ctx, c->slots, p);
+	enter(ctx, c, d, p, KPROBE_ONE);
+	return 0;
+}
+
+/* one_exit ends a call of func, which returned ret, in a program that
+ * serves func alone (kretprobe_one, fexit_one): its slots were saved at
+ * entry. */
+static __always_inline void one_exit(void *ctx, __u32 func, __u64 ret)
+{
+	__u32 d = 0;
+	struct call *c;
+
+	if (outside_exit())
+		return;
+	c = pop(func, 1, &d);
+	if (c)
+		finish(ctx, c, d, ret, KPROBE_ONE);
+	else
+		exit_only(func, ret);
+}
+
+SEC("kretprobe/trawl_placeholder")
+int kretprobe_one(void *ctx)
+{
+	one_exit(ctx, trawl_func(), ctx_u64(ctx, REG_RET));
+	return 0;
+}
+
+/* Trampolines without bpf_get_func_arg/ret (before 5.17) nor attach
+ * cookies (before 6.0): the fentry backend loads a copy of these per
+ * function, which knows its plan index (trawl_func) and its slot count
+ * (trawl_nr_slots, spliced as trawl_nr_caps is), and reads the slots and
+ * the return value straight from the trampoline's context. The entry saves the slots in the call, as kprobes
+ * do, for the exit to send. */
+static __noinline __u64 trawl_nr_slots(void)
+{
+	__u64 n = 0;
+
+	/* Keep the compiler from assuming the result. */
+	asm volatile("" : "+r"(n));
+	return n;
+}
+
+/* ctx_slots copies the first n slots of a trampoline's context, and
+ * ctx_ret reads the return value an fexit context holds after them. They
+ * copy the trampoline's stack, not load from ctx, as before 5.17 the
+ * verifier lets a load from ctx take a pointer argument only when it
+ * points to a struct. */
+static __always_inline void ctx_slots(void *ctx, __u64 n, __u64 *slots)
+{
+	if (n > MAX_SLOTS)
+		n = MAX_SLOTS;
+	bpf_probe_read_kernel(slots, n * 8, ctx);
+}
+
+static __always_inline __u64 ctx_ret(void *ctx, __u64 n)
+{
+	__u64 ret = 0;
+
+	bpf_probe_read_kernel(&ret, 8, (char *)ctx + 8 * n);
+	return ret;
+}
+
+SEC("fentry/trawl_placeholder")
+int fentry_one(void *ctx)
+{
+	__u32 func = trawl_func(), d;
+	struct shadow *s;
+	const struct plan *p;
+	struct call *c;
+
+	p = bpf_map_lookup_elem(&plans, &func);
+	if (!p || !(c = push(&s, &d, func, p, (__u64)ctx)))
+		return 0;
+	c->ip = func;
+	ctx_slots(ctx, trawl_nr_slots(), c->slots);
+	enter(ctx, c, d, p, KPROBE_ONE);
+	return 0;
+}
+
+SEC("fexit/trawl_placeholder")
+int fexit_one(void *ctx)
+{
+	one_exit(ctx, trawl_func(), ctx_ret(ctx, trawl_nr_slots()));
+	return 0;
+}
+
 /* follow_fork adds children of traced processes to the pids map. */
 SEC("tp_btf/sched_process_fork")
 int follow_fork(__u64 *ctx)
@@ -1515,7 +1702,7 @@ static __always_inline void session_exit(void *ctx, __u64 ret, int kprobe)
 
 	if (!cookie || !*cookie)
 		return;
-	s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	s = get_shadow(0);
 	if (!s)
 		return;
 	d = *cookie - 1;

@@ -216,16 +216,19 @@ const (
 	CaptureMapStacks                = "stacks"
 	CaptureMapStats                 = "stats"
 	CaptureProgFentryCapture        = "fentry_capture"
+	CaptureProgFentryOne            = "fentry_one"
 	CaptureProgFexitCapture         = "fexit_capture"
+	CaptureProgFexitOne             = "fexit_one"
 	CaptureProgFollowFork           = "follow_fork"
 	CaptureProgForgetExit           = "forget_exit"
 	CaptureProgFsessionCapture      = "fsession_capture"
 	CaptureProgKprobeCapture        = "kprobe_capture"
+	CaptureProgKprobeOne            = "kprobe_one"
 	CaptureProgKprobeSessionCapture = "kprobe_session_capture"
 	CaptureProgKretprobeCapture     = "kretprobe_capture"
+	CaptureProgKretprobeOne         = "kretprobe_one"
 	CaptureVarAggregate             = "aggregate"
 	CaptureVarArmed                 = "armed"
-	CaptureVarChainSeq              = "chain_seq"
 	CaptureVarEntryGate             = "entry_gate"
 	CaptureVarErrnoKept             = "errno_kept"
 	CaptureVarErrorChains           = "error_chains"
@@ -240,8 +243,10 @@ const (
 	CaptureVarIpBits                = "ip_bits"
 	CaptureVarMinDuration           = "min_duration"
 	CaptureVarOpenGates             = "open_gates"
+	CaptureVarShadowByTid           = "shadow_by_tid"
 	CaptureVarShared                = "shared"
 	CaptureVarShowOn                = "show_on"
+	CaptureVarTaskByHelpers         = "task_by_helpers"
 	CaptureVarWantStack             = "want_stack"
 )
 
@@ -288,13 +293,17 @@ type CaptureSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type CaptureProgramSpecs struct {
 	FentryCapture        *ebpf.ProgramSpec `ebpf:"fentry_capture"`
+	FentryOne            *ebpf.ProgramSpec `ebpf:"fentry_one"`
 	FexitCapture         *ebpf.ProgramSpec `ebpf:"fexit_capture"`
+	FexitOne             *ebpf.ProgramSpec `ebpf:"fexit_one"`
 	FollowFork           *ebpf.ProgramSpec `ebpf:"follow_fork"`
 	ForgetExit           *ebpf.ProgramSpec `ebpf:"forget_exit"`
 	FsessionCapture      *ebpf.ProgramSpec `ebpf:"fsession_capture"`
 	KprobeCapture        *ebpf.ProgramSpec `ebpf:"kprobe_capture"`
+	KprobeOne            *ebpf.ProgramSpec `ebpf:"kprobe_one"`
 	KprobeSessionCapture *ebpf.ProgramSpec `ebpf:"kprobe_session_capture"`
 	KretprobeCapture     *ebpf.ProgramSpec `ebpf:"kretprobe_capture"`
+	KretprobeOne         *ebpf.ProgramSpec `ebpf:"kretprobe_one"`
 }
 
 // CaptureMapSpecs contains maps before they are loaded into the kernel.
@@ -322,7 +331,6 @@ type CaptureMapSpecs struct {
 type CaptureVariableSpecs struct {
 	Aggregate         *ebpf.VariableSpec `ebpf:"aggregate"`
 	Armed             *ebpf.VariableSpec `ebpf:"armed"`
-	ChainSeq          *ebpf.VariableSpec `ebpf:"chain_seq"`
 	EntryGate         *ebpf.VariableSpec `ebpf:"entry_gate"`
 	ErrnoKept         *ebpf.VariableSpec `ebpf:"errno_kept"`
 	ErrorChains       *ebpf.VariableSpec `ebpf:"error_chains"`
@@ -337,8 +345,10 @@ type CaptureVariableSpecs struct {
 	IpBits            *ebpf.VariableSpec `ebpf:"ip_bits"`
 	MinDuration       *ebpf.VariableSpec `ebpf:"min_duration"`
 	OpenGates         *ebpf.VariableSpec `ebpf:"open_gates"`
+	ShadowByTid       *ebpf.VariableSpec `ebpf:"shadow_by_tid"`
 	Shared            *ebpf.VariableSpec `ebpf:"shared"`
 	ShowOn            *ebpf.VariableSpec `ebpf:"show_on"`
+	TaskByHelpers     *ebpf.VariableSpec `ebpf:"task_by_helpers"`
 	WantStack         *ebpf.VariableSpec `ebpf:"want_stack"`
 }
 
@@ -401,7 +411,6 @@ func (m *CaptureMaps) Close() error {
 type CaptureVariables struct {
 	Aggregate         *ebpf.Variable `ebpf:"aggregate"`
 	Armed             *ebpf.Variable `ebpf:"armed"`
-	ChainSeq          *ebpf.Variable `ebpf:"chain_seq"`
 	EntryGate         *ebpf.Variable `ebpf:"entry_gate"`
 	ErrnoKept         *ebpf.Variable `ebpf:"errno_kept"`
 	ErrorChains       *ebpf.Variable `ebpf:"error_chains"`
@@ -416,8 +425,10 @@ type CaptureVariables struct {
 	IpBits            *ebpf.Variable `ebpf:"ip_bits"`
 	MinDuration       *ebpf.Variable `ebpf:"min_duration"`
 	OpenGates         *ebpf.Variable `ebpf:"open_gates"`
+	ShadowByTid       *ebpf.Variable `ebpf:"shadow_by_tid"`
 	Shared            *ebpf.Variable `ebpf:"shared"`
 	ShowOn            *ebpf.Variable `ebpf:"show_on"`
+	TaskByHelpers     *ebpf.Variable `ebpf:"task_by_helpers"`
 	WantStack         *ebpf.Variable `ebpf:"want_stack"`
 }
 
@@ -426,25 +437,33 @@ type CaptureVariables struct {
 // It can be passed to LoadCaptureObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CapturePrograms struct {
 	FentryCapture        *ebpf.Program `ebpf:"fentry_capture"`
+	FentryOne            *ebpf.Program `ebpf:"fentry_one"`
 	FexitCapture         *ebpf.Program `ebpf:"fexit_capture"`
+	FexitOne             *ebpf.Program `ebpf:"fexit_one"`
 	FollowFork           *ebpf.Program `ebpf:"follow_fork"`
 	ForgetExit           *ebpf.Program `ebpf:"forget_exit"`
 	FsessionCapture      *ebpf.Program `ebpf:"fsession_capture"`
 	KprobeCapture        *ebpf.Program `ebpf:"kprobe_capture"`
+	KprobeOne            *ebpf.Program `ebpf:"kprobe_one"`
 	KprobeSessionCapture *ebpf.Program `ebpf:"kprobe_session_capture"`
 	KretprobeCapture     *ebpf.Program `ebpf:"kretprobe_capture"`
+	KretprobeOne         *ebpf.Program `ebpf:"kretprobe_one"`
 }
 
 func (p *CapturePrograms) Close() error {
 	return _CaptureClose(
 		p.FentryCapture,
+		p.FentryOne,
 		p.FexitCapture,
+		p.FexitOne,
 		p.FollowFork,
 		p.ForgetExit,
 		p.FsessionCapture,
 		p.KprobeCapture,
+		p.KprobeOne,
 		p.KprobeSessionCapture,
 		p.KretprobeCapture,
+		p.KretprobeOne,
 	)
 }
 

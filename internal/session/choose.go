@@ -56,11 +56,16 @@ func LiveProbe(b *backend.Backend) error { return b.Needs() }
 //     (6.10; one program, no exit run for filtered entries), else
 //     kprobe.multi (5.18). Attaching stays about constant in N, while
 //     per-function trampoline loads grow linearly.
-//   - Without either, fsession or fentry, for as many functions as half
-//     the available memory holds (backend.ErrNotEnoughMemory).
+//   - Without either, fsession or fentry, else (before 5.17 without
+//     trampolines' argument helpers, arm64 before 6.0) a classic kprobe
+//     and kretprobe per function, for as many functions as half the
+//     available memory holds (backend.ErrNotEnoughMemory).
 func Choose(name string, sel *selector.Selection, probe Probe) (*backend.Backend, string, error) {
 	if name == Auto || name == "" {
 		b, why := auto(sel, probe)
+		if b == nil {
+			return nil, "", noBackend(probe)
+		}
 		return b, why, nil
 	}
 	b := backend.Find(name)
@@ -84,7 +89,7 @@ func auto(sel *selector.Selection, probe Probe) (*backend.Backend, string) {
 		return backend.TracingMulti, fmt.Sprintf("one program and one tracing_multi link for all %d functions, trampoline cost per call", n)
 	case n <= autoTrampolineMax && can(backend.Fsession):
 		return backend.Fsession, fmt.Sprintf("%d functions (at most %d): one fsession trampoline program each", n, autoTrampolineMax)
-	case n <= autoTrampolineMax:
+	case n <= autoTrampolineMax && can(backend.Fentry):
 		return backend.Fentry, fmt.Sprintf("%d functions (at most %d): one fentry and one fexit program each", n, autoTrampolineMax)
 	case can(backend.KprobeSession):
 		return backend.KprobeSession, fmt.Sprintf("%d functions (more than %d): one kprobe.session program and link for all", n, autoTrampolineMax)
@@ -92,6 +97,22 @@ func auto(sel *selector.Selection, probe Probe) (*backend.Backend, string) {
 		return backend.KprobeMulti, fmt.Sprintf("%d functions (more than %d): one kprobe.multi and one kretprobe.multi link for all", n, autoTrampolineMax)
 	case can(backend.Fsession):
 		return backend.Fsession, fmt.Sprintf("%d functions: no kprobe.multi on this kernel, so one fsession program each", n)
+	case can(backend.Fentry):
+		return backend.Fentry, fmt.Sprintf("%d functions: no kprobe.multi on this kernel, so one fentry and one fexit program each", n)
+	case can(backend.Kprobe):
+		return backend.Kprobe, fmt.Sprintf("%d functions: neither kprobe.multi nor fentry on this kernel, so one kprobe and one kretprobe each", n)
 	}
-	return backend.Fentry, fmt.Sprintf("%d functions: no kprobe.multi on this kernel, so one fentry and one fexit program each", n)
+	return nil, ""
+}
+
+// noBackend says why no backend can attach on this kernel: what each
+// lacks.
+func noBackend(probe Probe) error {
+	var why []string
+	for _, b := range backend.All() {
+		if err := probe(b); err != nil {
+			why = append(why, fmt.Sprintf("%s: %v", b.Name, err))
+		}
+	}
+	return fmt.Errorf("no backend can attach on this kernel: %s", strings.Join(why, "; "))
 }

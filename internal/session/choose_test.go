@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/trawl-dev/trawl/internal/backend"
@@ -55,6 +56,10 @@ func TestChooseAuto(t *testing.T) {
 		{"arm64 6.12", all[:1], 100, 0, "fentry"},
 		{"no kprobe.multi, fsession", []string{"fentry", "fsession"}, 100, 0, "fsession"},
 		{"no kprobe.multi, fsession, modules", []string{"fentry", "fsession"}, 100, 1, "fsession"},
+		{"amd64 5.10", []string{"fentry", "kprobe"}, 5, 0, "fentry"},
+		{"amd64 5.10, many", []string{"fentry", "kprobe"}, 100, 0, "fentry"},
+		{"arm64 5.10", []string{"kprobe"}, 5, 0, "kprobe"},
+		{"arm64 5.10, many", []string{"kprobe"}, 100, 0, "kprobe"},
 	} {
 		b, why, err := Choose(Auto, selection(c.vmlinux, c.mods), kernelWith(c.kernel...))
 		if err != nil || b.Name != c.want || why == "" {
@@ -70,6 +75,9 @@ func TestChooseByName(t *testing.T) {
 	}
 	if _, _, err := Choose("fsession", sel, kernelWith("fentry")); err == nil {
 		t.Error("fsession on a kernel without it: no error")
+	}
+	if _, _, err := Choose(Auto, sel, kernelWith()); err == nil || !strings.Contains(err.Error(), "kprobe: not on this kernel") {
+		t.Errorf("auto on a kernel without any backend: %v, want what each lacks", err)
 	}
 	if _, _, err := Choose("uprobe", sel, kernelWith("fentry")); err == nil {
 		t.Error("an unknown backend: no error")

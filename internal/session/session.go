@@ -29,6 +29,7 @@ import (
 	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/event"
 	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"github.com/trawl-dev/trawl/internal/plan"
 	"github.com/trawl-dev/trawl/internal/selector"
 	"github.com/trawl-dev/trawl/internal/skip"
@@ -234,8 +235,14 @@ func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return err
 	}
+	if err := features.Base(); err != nil {
+		return err
+	}
 	spec, err := bpf.LoadCapture()
 	if err != nil {
+		return err
+	}
+	if err := configureLegacy(spec); err != nil {
 		return err
 	}
 	if err := backend.Relocate(spec, cat.Spec("")); err != nil {

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,10 +40,12 @@ type Kernel struct {
 
 // Kernels is the test bed matrix, oldest first per architecture.
 var Kernels = []Kernel{
+	{ID: "amd64-5.10", Arch: "amd64", image: regexp.MustCompile(`^linux-image-(5\.10\.0-\d+)-amd64-unsigned$`)},
 	{ID: "amd64-6.1", Arch: "amd64", image: regexp.MustCompile(`^linux-image-(6\.1\.0-\d+)-amd64-unsigned$`)},
 	{ID: "amd64-6.12", Arch: "amd64", image: regexp.MustCompile(`^linux-image-(6\.12\.\d+\+deb12)-amd64-unsigned$`)},
 	{ID: "amd64-7.3", Arch: "amd64", image: regexp.MustCompile(`^linux-binary-unsigned-(7\.3\.\d+\+deb13)-amd64$`),
 		extra: []string{"linux-base-%s-amd64", "linux-modules-%s-amd64"}},
+	{ID: "arm64-5.10", Arch: "arm64", image: regexp.MustCompile(`^linux-image-(5\.10\.0-\d+)-arm64-unsigned$`)},
 	{ID: "arm64-6.12", Arch: "arm64", image: regexp.MustCompile(`^linux-image-(6\.12\.\d+\+deb12)-arm64-unsigned$`)},
 	{ID: "arm64-7.3", Arch: "arm64", image: regexp.MustCompile(`^linux-binary-unsigned-(7\.3\.\d+\+deb13)-arm64$`),
 		extra: []string{"linux-base-%s-arm64", "linux-modules-%s-arm64"}},
@@ -80,7 +83,9 @@ type Unpacked struct {
 
 // aptSources are the Debian suites the kernels come from. They go in a
 // private apt configuration so the machine's own apt setup is untouched.
-const aptSources = `deb [arch=amd64,arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main
+const aptSources = `deb [arch=amd64,arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bullseye main
+deb [arch=amd64,arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security bullseye-security main
+deb [arch=amd64,arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main
 deb [arch=amd64,arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security bookworm-security main
 deb [arch=amd64,arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie-backports main
 `
@@ -107,13 +112,24 @@ func Fetch(ctx context.Context, cache string, k Kernel) (*Unpacked, error) {
 	if err != nil {
 		return nil, err
 	}
-	pkgs, err := apt.packages(ctx, k)
+	builds, err := apt.packages(ctx, k)
 	if err != nil {
 		return nil, err
 	}
-	debs, err := apt.download(ctx, k.Arch, pkgs)
-	if err != nil {
-		return nil, err
+	// The newest build may be listed and yet missing from the mirror (a
+	// security update not synced yet): fall back to the next newest.
+	var pkgs, debs []string
+	var errs []error
+	for _, pkgs = range builds[:min(len(builds), fetchTries)] {
+		debs, err = apt.download(ctx, k.Arch, pkgs)
+		if err == nil {
+			break
+		}
+		slog.Warn("test bed kernel build not downloadable, trying the next newest", "kernel", k.ID, "packages", pkgs, "err", err)
+		errs = append(errs, err)
+	}
+	if debs == nil {
+		return nil, fmt.Errorf("download kernel %s: %w", k.ID, errors.Join(errs...))
 	}
 	root := filepath.Join(dir, "root")
 	if err := os.RemoveAll(root); err != nil {
@@ -236,26 +252,43 @@ func newAPT(ctx context.Context, dir string) (*apt, error) {
 	return a, nil
 }
 
-// packages returns the newest packages of k.
-func (a *apt) packages(ctx context.Context, k Kernel) ([]string, error) {
+// fetchTries is how many builds of a kernel Fetch tries, newest first.
+const fetchTries = 8
+
+// packages returns the packages of each build of k the package lists
+// have, newest first.
+func (a *apt) packages(ctx context.Context, k Kernel) ([][]string, error) {
 	prefix, _, _ := strings.Cut(k.image.String()[1:], "(")
 	out, err := exec.CommandContext(ctx, "apt-cache", append(a.opts, "pkgnames", prefix)...).Output()
 	if err != nil {
 		return nil, fmt.Errorf("list packages %s*: %w", prefix, err)
 	}
-	var best, bestVersion string
+	type build struct{ name, version string }
+	var builds []build
 	for _, name := range strings.Fields(string(out)) {
-		m := k.image.FindStringSubmatch(name)
-		if m != nil && (best == "" || versionLess(bestVersion, m[1])) {
-			best, bestVersion = name, m[1]
+		if m := k.image.FindStringSubmatch(name); m != nil {
+			builds = append(builds, build{name, m[1]})
 		}
 	}
-	if best == "" {
+	if len(builds) == 0 {
 		return nil, fmt.Errorf("no package matches %s for kernel %s", k.image, k.ID)
 	}
-	pkgs := []string{best}
-	for _, e := range k.extra {
-		pkgs = append(pkgs, fmt.Sprintf(e, bestVersion))
+	slices.SortFunc(builds, func(x, y build) int {
+		switch {
+		case versionLess(y.version, x.version):
+			return -1
+		case versionLess(x.version, y.version):
+			return 1
+		}
+		return 0
+	})
+	var pkgs [][]string
+	for _, b := range builds {
+		p := []string{b.name}
+		for _, e := range k.extra {
+			p = append(p, fmt.Sprintf(e, b.version))
+		}
+		pkgs = append(pkgs, p)
 	}
 	return pkgs, nil
 }

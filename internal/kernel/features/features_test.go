@@ -15,12 +15,17 @@ import (
 // expected says, per test bed kernel, which features it has, by
 // features.All name. Anything not listed must be unsupported.
 var expected = map[string][]string{
-	"amd64-6.1":  {"fentry", "func args"},
-	"amd64-6.12": {"fentry", "func args", "kprobe.multi", "kprobe.session"},
-	"amd64-7.3":  {"fentry", "func args", "kprobe.multi", "kprobe.session", "fsession", "tracing_multi"},
-	"arm64-6.12": {"fentry", "func args"},
-	"arm64-7.3":  {"fentry", "func args", "kprobe.multi", "kprobe.session", "fsession"},
+	"amd64-5.10": {"kprobe", "fentry", "ring buffer"},
+	"amd64-6.1":  append(since511, "fentry", "func args"),
+	"amd64-6.12": append(since511, "fentry", "func args", "kprobe.multi", "kprobe.session"),
+	"amd64-7.3":  append(since511, "fentry", "func args", "kprobe.multi", "kprobe.session", "fsession", "tracing_multi"),
+	"arm64-5.10": {"kprobe", "ring buffer"},
+	"arm64-6.12": append(since511, "fentry", "func args"),
+	"arm64-7.3":  append(since511, "fentry", "func args", "kprobe.multi", "kprobe.session", "fsession"),
 }
+
+// since511 are the features every test bed kernel from 6.1 has.
+var since511 = []string{"kprobe", "ring buffer", "task storage", "task btf", "global ptr args"}
 
 func TestProbesMatchKernel(t *testing.T) {
 	guest.Require(t)
@@ -60,6 +65,8 @@ func TestProbesAreMemoised(t *testing.T) {
 // Debian's amd64 6.1 is built without CONFIG_FPROBE, and arm64 has no
 // fprobe before 6.14.
 var kprobeCauses = map[string]error{
+	"amd64-5.10": features.ErrKernelTooOld,
+	"arm64-5.10": features.ErrKernelTooOld,
 	"amd64-6.1":  features.ErrNoFprobe,
 	"arm64-6.12": features.ErrKernelTooOld,
 }

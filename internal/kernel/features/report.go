@@ -22,7 +22,12 @@ type Feature struct {
 
 // All lists every feature trawl probes for, oldest first.
 var All = []Feature{
+	{"kprobe", "4.17", Kprobe},
 	{"fentry", "5.5", Fentry},
+	{"ring buffer", "5.8", RingBuffer},
+	{"task storage", "5.11", TaskStorage},
+	{"task btf", "5.11", TaskBTF},
+	{"global ptr args", "5.12", GlobalPtrArgs},
 	{"func args", "5.17", FuncArgHelpers},
 	{"kprobe.multi", "5.18", KprobeMulti},
 	{"kprobe.session", "6.10", KprobeSession},

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package backend
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/kernel/features"
+	"github.com/trawl-dev/trawl/internal/plan"
+)
+
+// Kprobe attaches a classic kprobe and kretprobe (perf events) to each
+// target, for kernels without kprobe.multi (before 5.18; arm64 before
+// 6.14, where 5.10-5.19 have no trampolines either). Before 5.15 no attach
+// cookie nor bpf_get_func_ip tells a program its function, so each
+// function gets its own copy of the kprobe programs with its plan index
+// as a constant (trawl_func in internal/bpf/capture.c), loaded and
+// attached in parallel as fentry does, and refused past half the
+// available memory in the same way.
+var Kprobe = register(&Backend{
+	Name:   "kprobe",
+	Needs:  features.Kprobe,
+	Family: plan.Kprobe,
+	Attach: attachKprobe,
+	cost:   &kprobeCost,
+})
+
+// kprobeCost: a kprobe and a kretprobe program, their BTF, and the two
+// perf events holding them. The programs are the bulk of it, as with
+// fentry; no trampoline image, but a kretprobe keeps an instance per
+// possible CPU and concurrent call.
+var kprobeCost = perFunction{files: 5, memory: 68 << 10}
+
+// kprobeKinds are the two programs attached to each function, exit
+// first (see kinds in fentry.go).
+var kprobeKinds = []struct {
+	prog string
+	ret  bool
+}{
+	{bpf.CaptureProgKretprobeOne, true},
+	{bpf.CaptureProgKprobeOne, false},
+}
+
+func attachKprobe(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
+	ld := &fentryLoader{cache: btf.NewCache()}
+	return attachEach(ctx, targets, kprobeCost, progress, func(a *Attachment, t Target) error {
+		return attachKprobeOne(a, c.Spec, c.Collection.Maps, ld, t)
+	})
+}
+
+// attachKprobeOne loads the kretprobe and kprobe programs for t, with its
+// plan index, capture count and filter spliced in, and attaches them by its name.
+func attachKprobeOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, ld *fentryLoader, t Target) error {
+	fn := t.Plan.Func
+	if fn.Copies > 1 {
+		// The kernel finds a kprobe's symbol with kallsyms_lookup_name,
+		// and a kretprobe must be at a symbol's entry.
+		a.skipFunc(fmt.Sprintf("several copies of the function (%d); a kprobe by name would reach only one", fn.Copies), fn.Name)
+		return nil
+	}
+	var links []link.Link
+	var progs []program
+	fail := func(err error) error {
+		for _, l := range links {
+			l.Close()
+		}
+		for _, p := range progs {
+			p.prog.Close()
+		}
+		if reason := classify(err); reason != "" {
+			a.skipFunc(reason, fn.Name)
+			return nil
+		}
+		return fmt.Errorf("attach a kprobe to %s: %w", fn.Name, err)
+	}
+	one := &ebpf.CollectionSpec{Maps: spec.Maps, Programs: map[string]*ebpf.ProgramSpec{}, Types: spec.Types}
+	for _, kind := range kprobeKinds {
+		ps := spec.Programs[kind.prog].Copy()
+		insns, err := spliceOne(ps.Instructions, t)
+		if err != nil {
+			return fail(err)
+		}
+		ps.Instructions = insns
+		if err := SpliceFilter(ps, []Target{t}); err != nil {
+			return fail(err)
+		}
+		one.Programs[kind.prog] = ps
+	}
+	coll, err := ld.load(one, maps, "")
+	if err != nil {
+		return fail(err)
+	}
+	for _, kind := range kprobeKinds {
+		progs = append(progs, program{name: kind.prog, prog: coll.DetachProgram(kind.prog), owned: true})
+	}
+	coll.Close()
+	for i, kind := range kprobeKinds {
+		attach := link.Kprobe
+		if kind.ret {
+			attach = link.Kretprobe
+		}
+		l, err := attach(fn.Name, progs[i].prog, nil)
+		if err != nil {
+			return fail(err)
+		}
+		links = append(links, l)
+	}
+	a.addFunc(links, progs)
+	return nil
+}

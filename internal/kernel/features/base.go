@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package features
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
+	cilium "github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+)
+
+// The features every backend builds on, and those older kernels lack
+// that the capture program works around (see shadow_by_tid and
+// task_by_helpers in internal/bpf/capture.c).
+var (
+	kernelBTF   = sync.OnceValue(probeKernelBTF)
+	ringBuffer  = sync.OnceValue(func() error { return cilium.HaveMapType(ebpf.RingBuf) })
+	taskStorage = sync.OnceValue(func() error { return cilium.HaveMapType(ebpf.TaskStorage) })
+	taskBTF     = sync.OnceValue(func() error { return cilium.HaveProgramHelper(ebpf.Kprobe, asm.FnGetCurrentTaskBtf) })
+	kprobe      = sync.OnceValue(probeKprobe)
+)
+
+// KernelBTF probes for the kernel's BTF (/sys/kernel/btf/vmlinux), which
+// trawl decodes every call with. Linux 5.4 with CONFIG_DEBUG_INFO_BTF.
+func KernelBTF() error { return kernelBTF() }
+
+// RingBuffer probes for BPF ring buffers, which carry the calls to trawl.
+// Linux 5.8.
+func RingBuffer() error { return ringBuffer() }
+
+// TaskStorage probes for task storage maps, which hold each task's
+// shadow stack; without them the shadow stacks go in a hash map by
+// thread id. Linux 5.11 (with CONFIG_BPF_LSM before 5.19).
+func TaskStorage() error { return taskStorage() }
+
+// TaskBTF probes for bpf_get_current_task_btf, which reads the current
+// task's ids and name; without it, older helpers do. Linux 5.11.
+func TaskBTF() error { return taskBTF() }
+
+// Kprobe probes for kprobes created through perf events, one per
+// function, with BPF programs attached. Linux 4.17.
+func Kprobe() error { return kprobe() }
+
+func probeKernelBTF() error {
+	if _, err := btf.LoadKernelSpec(); err != nil {
+		return fmt.Errorf("read kernel BTF (Linux 5.4 built with CONFIG_DEBUG_INFO_BTF): %w (%w)", ebpf.ErrNotSupported, err)
+	}
+	return nil
+}
+
+func probeKprobe() error {
+	return loadAndAttach(&ebpf.ProgramSpec{
+		Type:         ebpf.Kprobe,
+		Instructions: returnZero,
+	}, func(p *ebpf.Program) (link.Link, error) {
+		return link.Kprobe(target, p, nil)
+	})
+}
+
+// Base checks the features trawl cannot run without, whatever the
+// backend, and says in one line what the kernel lacks.
+func Base() error {
+	for _, f := range []Feature{{"kernel BTF", "5.4", KernelBTF}, {"ring buffer", "5.8", RingBuffer}} {
+		err := f.Probe()
+		switch {
+		case errors.Is(err, ebpf.ErrNotSupported):
+			return fmt.Errorf("this kernel (%s) has no %s, which trawl needs (Linux %s): %w", liveFacts().release, f.Name, f.Since, err)
+		case err != nil:
+			return fmt.Errorf("probe for %s: %w", f.Name, err)
+		}
+	}
+	return nil
+}
+
+var globalPtrArgs = sync.OnceValue(probeGlobalPtrArgs)
+
+// GlobalPtrArgs probes for pointer arguments of global BPF functions,
+// which the verifier checks once, apart from their callers. Linux 5.12;
+// before, trawl makes such functions static (checked at each call).
+func GlobalPtrArgs() error { return globalPtrArgs() }
+
+func probeGlobalPtrArgs() error {
+	u64 := &btf.Int{Name: "u64", Size: 8}
+	main := &btf.Func{Name: "probe_main", Linkage: btf.GlobalFunc, Type: &btf.FuncProto{
+		Return: u64, Params: []btf.FuncParam{{Name: "ctx", Type: &btf.Pointer{Target: &btf.Void{}}}}}}
+	global := &btf.Func{Name: "probe_global", Linkage: btf.GlobalFunc, Type: &btf.FuncProto{
+		Return: u64, Params: []btf.FuncParam{{Name: "p", Type: &btf.Pointer{Target: u64}}}}}
+	insns := asm.Instructions{
+		btf.WithFuncMetadata(asm.Mov.Imm(asm.R1, 0).WithSymbol("probe_main"), main),
+		asm.StoreMem(asm.RFP, -8, asm.R1, asm.DWord),
+		asm.Mov.Reg(asm.R1, asm.RFP),
+		asm.Add.Imm(asm.R1, -8),
+		asm.Call.Label("probe_global"),
+		asm.Return(),
+		btf.WithFuncMetadata(asm.Mov.Imm(asm.R0, 0).WithSymbol("probe_global"), global),
+		asm.Return(),
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.Kprobe, Instructions: insns, License: "GPL"})
+	var verr *ebpf.VerifierError
+	if errors.As(err, &verr) {
+		return fmt.Errorf("a global function with a pointer argument: %w (%w)", ebpf.ErrNotSupported, err)
+	}
+	if err != nil {
+		return fmt.Errorf("load a program with a global function: %w", err)
+	}
+	return prog.Close()
+}

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package session
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/filter"
+	"github.com/trawl-dev/trawl/internal/kernel/features"
+)
+
+// shadowThreads is how many threads' shadow stacks the shadows map holds
+// where the kernel has no task storage (before 5.11): an LRU hash map by
+// thread id, about 2 KB a thread, allocated when it is created (16 MB).
+const shadowThreads = 8192
+
+// configureLegacy rewrites the capture program for a kernel without task
+// storage or bpf_get_current_task_btf (5.11): shadow stacks in an LRU hash
+// map by thread id, and the task's ids and name from older helpers (see
+// shadow_by_tid and task_by_helpers in internal/bpf/capture.c); and for
+// one without pointer arguments in global functions (5.12): the filter
+// and show functions static.
+func configureLegacy(spec *ebpf.CollectionSpec) error {
+	set := map[string]any{}
+	missing, err := lacks(features.TaskStorage)
+	if err != nil {
+		return fmt.Errorf("probe for task storage: %w", err)
+	}
+	if missing {
+		m := spec.Maps[bpf.CaptureMapShadows]
+		m.Type, m.Flags, m.MaxEntries = ebpf.LRUHash, 0, shadowThreads
+		set[bpf.CaptureVarShadowByTid] = uint32(1)
+		slog.Debug("no task storage: shadow stacks in an LRU hash map by thread id", "threads", shadowThreads)
+	}
+	if missing, err = lacks(features.TaskBTF); err != nil {
+		return fmt.Errorf("probe for bpf_get_current_task_btf: %w", err)
+	}
+	if missing {
+		set[bpf.CaptureVarTaskByHelpers] = uint32(1)
+		slog.Debug("no bpf_get_current_task_btf: task ids and names from older helpers")
+	}
+	if missing, err = lacks(features.GlobalPtrArgs); err != nil {
+		return fmt.Errorf("probe for pointer arguments of global functions: %w", err)
+	}
+	if missing {
+		makeStatic(spec, filter.Stub, filter.ShowStub)
+		slog.Debug("no pointer arguments in global functions: the filter and show functions made static")
+	}
+	for name, v := range set {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// makeStatic makes the global functions named in every program of spec
+// static: the verifier then checks them at each call, as part of their
+// caller, rather than once on their own, which kernels before 5.12 only
+// do for functions without pointer arguments.
+func makeStatic(spec *ebpf.CollectionSpec, names ...string) {
+	for _, ps := range spec.Programs {
+		for i := range ps.Instructions {
+			ins := &ps.Instructions[i]
+			fn := btf.FuncMetadata(ins)
+			if fn == nil || !slices.Contains(names, fn.Name) {
+				continue
+			}
+			static := *fn
+			static.Linkage = btf.StaticFunc
+			*ins = btf.WithFuncMetadata(*ins, &static)
+		}
+	}
+}
+
+// lacks runs a feature probe: true when the kernel lacks the feature, an
+// error when the probe failed for another reason.
+func lacks(probe func() error) (bool, error) {
+	err := probe()
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		return true, nil
+	}
+	return false, err
+}
