@@ -113,6 +113,11 @@ func (j *JSON) Call(c *Call) error {
 	if c.Flags&Origin != 0 {
 		b = append(b, `,"origin":true`...)
 	}
+	if c.Track != 0 {
+		b = append(b, `,"track":"0x`...)
+		b = strconv.AppendUint(b, c.Track, 16)
+		b = append(b, '"')
+	}
 	b = appendJSONStack(b, c.Stack)
 	b = appendJSONFlags(b, c.Flags&^Origin)
 	b = append(b, "}\n"...)
@@ -178,7 +183,7 @@ func appendJSONFlags(b []byte, f CallFlags) []byte {
 	for _, fl := range []struct {
 		flag CallFlags
 		name string
-	}{{EntryOnly, `"entry_only"`}, {ExitOnly, `"exit_only"`}, {Missed, `"missed"`}, {Origin, `"origin"`}} {
+	}{{EntryOnly, `"entry_only"`}, {ExitOnly, `"exit_only"`}, {Missed, `"missed"`}, {Origin, `"origin"`}, {TrackEnd, `"track_end"`}} {
 		if f&fl.flag != 0 {
 			if sep {
 				b = append(b, ',')

@@ -948,12 +948,16 @@ static __always_inline int exit_passes(__u32 func, __u64 dur, __u64 ret)
  * (PLAN_TRACK_RET: clones, copies) adds the pointer it returns to the
  * journey; a free function (PLAN_TRACK_FREE) ends the tracking of the
  * objects it received, at its exit, so that the calls it makes on them
- * are still in the journey. An object no traced call received for
- * track_timeout ns stops being tracked too. The journeys map counts each
- * journey's objects still tracked: the call that ends the last one is
- * flagged REC_TRACK_END. Both maps are LRU: an object evicted from the
- * full tracks map is counted by the loader (tracked - freed - expired -
- * still tracked), a journey evicted from the journeys map never ends.
+ * are still in the journey. A freed object stays in the tracks map,
+ * marked freed (seen 0), so that the exits of free functions around the
+ * one that freed it still find its journey; the next entry that
+ * receives its address, a new object, removes it. An object no traced
+ * call received for track_timeout ns stops being tracked too. The
+ * journeys map counts each journey's objects still tracked: the call
+ * that frees the last one is flagged REC_TRACK_END. Both maps are LRU:
+ * an object evicted from the full tracks map is counted by the loader
+ * (tracked - freed - expired - still tracked unfreed), a journey evicted
+ * from the journeys map never ends.
  *
  * A journey starts at the entry of its first call, so that the calls it
  * makes are in it, unless a filter decides at exit (--min-duration,
@@ -1002,14 +1006,19 @@ static __always_inline int journey_put(__u64 j)
 	return 1;
 }
 
-/* track_add tracks object v in journey j, from now. */
+/* track_add tracks object v in journey j, from now, unless it is
+ * tracked already. */
 static __always_inline void track_add(__u64 v, __u64 j, __u64 now)
 {
-	struct tracked t = {.journey = j, .seen = now};
+	struct tracked t = {.journey = j, .seen = now}, *old;
 	__u64 *n;
 
-	if (bpf_map_update_elem(&tracks, &v, &t, BPF_NOEXIST))
+	old = bpf_map_lookup_elem(&tracks, &v);
+	if (old && old->seen)
 		return; /* tracked already */
+	/* New, or at the address of a freed one. */
+	if (bpf_map_update_elem(&tracks, &v, &t, BPF_ANY))
+		return;
 	count(CNT_TRACKED);
 	n = bpf_map_lookup_elem(&journeys, &j);
 	if (n)
@@ -1019,7 +1028,7 @@ static __always_inline void track_add(__u64 v, __u64 j, __u64 now)
 /* track_lookup returns the journey of the first tracked object call c
  * of plan p received, or 0, and notes the time now on it. At entry
  * (expire set), an object not seen for track_timeout ns is untracked
- * instead. */
+ * instead, and a freed one is forgotten; at exit, a freed one counts. */
 static __always_inline __u64 track_lookup(void *ctx, struct call *c, const struct plan *p, int kprobe, __u64 now, int expire)
 {
 	struct tracked *t;
@@ -1032,6 +1041,12 @@ static __always_inline __u64 track_lookup(void *ctx, struct call *c, const struc
 		if (!v || !(t = bpf_map_lookup_elem(&tracks, &v)))
 			continue;
 		j = t->journey;
+		if (!t->seen) {
+			if (!expire)
+				return j;
+			bpf_map_delete_elem(&tracks, &v);
+			continue;
+		}
 		if (expire && track_timeout && now - t->seen > track_timeout) {
 			if (!bpf_map_delete_elem(&tracks, &v)) {
 				count(CNT_TRACK_EXPIRED);
@@ -1116,7 +1131,7 @@ static __always_inline void track_start(void *ctx, struct call *c, const struct 
 static __always_inline __u64 track_exit(void *ctx, struct call *c, __u64 ret, int kprobe, int *tk)
 {
 	const struct plan *p = bpf_map_lookup_elem(&plans, &c->func);
-	__u64 now = bpf_ktime_get_ns(), j = 0, v, v2;
+	__u64 now = bpf_ktime_get_ns(), j = 0, v;
 	struct tracked *t;
 
 	*tk = 0;
@@ -1142,12 +1157,12 @@ static __always_inline __u64 track_exit(void *ctx, struct call *c, __u64 ret, in
 		v = track_slot(ctx, c, i, kprobe);
 		if (!v || !(t = bpf_map_lookup_elem(&tracks, &v)))
 			continue;
-		v2 = t->journey;
 		if (!j)
-			j = v2;
-		if (!bpf_map_delete_elem(&tracks, &v)) {
+			j = t->journey;
+		if (t->seen) {
+			t->seen = 0;
 			count(CNT_TRACK_FREED);
-			if (journey_put(v2))
+			if (journey_put(t->journey))
 				*tk |= TK_END;
 		}
 	}
@@ -1166,10 +1181,10 @@ static __always_inline void track_after(void *ctx, struct call *c, __u64 ret, in
 
 /* track_passes says whether a call of journey track (0: none), with
  * TK_* flags tk, is sent as far as --track goes: with it on, only calls
- * of a journey. */
+ * of a journey, and tracked calls whose object was evicted meanwhile. */
 static __always_inline int track_passes(__u64 track, int tk)
 {
-	if (!track_on || track)
+	if (!track_on || track || tk & TK_TRACKED)
 		return 1;
 	count(CNT_FILTERED_EXIT);
 	return 0;

@@ -59,6 +59,13 @@ type Config struct {
 	// Aggregate counts the calls in the kernel (FunctionStats) instead
 	// of sending them.
 	Aggregate bool
+	// Track is the type --track follows (or the name of arguments of
+	// it), TrackTimeout how long an object no call receives stays
+	// tracked (0: no limit), TrackObjects how many are tracked at once
+	// (0: DefaultTrackObjects).
+	Track        string
+	TrackTimeout time.Duration
+	TrackObjects int
 }
 
 // errTooManySlots leaves out functions whose arguments take more slots
@@ -79,7 +86,9 @@ type Session struct {
 	// stacks symbolises the calls' kernel stacks, with --stack.
 	stacks *stackFrames
 	// entries are the functions --entry selected.
-	entries   map[*kernel.Function]bool
+	entries map[*kernel.Function]bool
+	// track is set with --track.
+	track     *tracker
 	capture   backend.Capture
 	attached  *backend.Attachment
 	fork      link.Link
@@ -163,6 +172,12 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe Probe) error {
 	if s.Selection, s.entries, err = selectWithEntries(cat, cfg.Patterns, cfg.Entries); err != nil {
 		return err
 	}
+	if cfg.Track != "" {
+		if s.track, err = newTracker(cfg.Track, s.Selection.Selected); err != nil {
+			return err
+		}
+		s.track.addFreeFuncs(cat, s.Selection)
+	}
 	if s.Backend, _, err = Choose(cfg.Backend, s.Selection, probe); err != nil {
 		return err
 	}
@@ -191,6 +206,10 @@ func (s *Session) plan(cfg Config) error {
 		}
 		if err != nil {
 			s.planSkips.Add(skip.Reason(err), fn.Name)
+			continue
+		}
+		if s.track != nil && !p.MarkTrack(s.track.isType, s.track.free[fn.Name]) {
+			s.planSkips.Add(s.track.skipReason(), fn.Name)
 			continue
 		}
 		if cfg.Aggregate && cfg.Filter == "" {
@@ -251,6 +270,9 @@ func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
 		return err
 	}
 	if err := configureStacks(spec, cfg); err != nil {
+		return err
+	}
+	if err := configureTrack(spec, cfg); err != nil {
 		return err
 	}
 	if err := s.flt.configure(spec, s.targets); err != nil {
@@ -530,6 +552,9 @@ type Counts struct {
 	// Counted counts the calls an aggregating session counted in the
 	// kernel.
 	Counted uint64
+	// TrackEvicted counts, with --track, the objects the kernel's map
+	// of tracked objects evicted, being full.
+	TrackEvicted uint64
 	// Attached counts the functions attached, Skipped lists the others.
 	Attached int
 	Skipped  skip.Reasons
@@ -560,6 +585,17 @@ func (s *Session) Counts() (Counts, error) {
 	if s.aggregate {
 		if c.Counted, err = s.counted(); err != nil {
 			return c, err
+		}
+	}
+	if s.track != nil {
+		live, err := trackedNow(s.capture.Collection.Maps[bpf.CaptureMapTracks])
+		if err != nil {
+			return c, fmt.Errorf("read the tracked objects: %w", err)
+		}
+		// Exact once nothing runs; while tracing, an estimate.
+		gone := c.Counters["CNT_TRACK_FREED"] + c.Counters["CNT_TRACK_EXPIRED"] + live
+		if tracked := c.Counters["CNT_TRACKED"]; tracked > gone {
+			c.TrackEvicted = tracked - gone
 		}
 	}
 	return c, nil

@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package session
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/selector"
+)
+
+// FreeFuncs are, per type --track follows, the functions that free an
+// object of the type they receive, every time they are called: the
+// object's tracking ends at their exit, so that the calls they make on
+// it are still in its journey. Functions that only drop a reference
+// (kfree_skb on a shared skb frees nothing: it calls the ones below when
+// the count reaches zero; sk_free, fput) are not listed. A kernel lacks
+// some of them (inlined, renamed, older): those it has are traced with
+// --track whether the patterns select them or not. docs/track.md shows
+// this table.
+var FreeFuncs = map[string][]string{
+	"struct sk_buff *": {
+		"kfree_skb_reason", "sk_skb_reason_drop", "kfree_skb_list_reason",
+		"__kfree_skb", "consume_skb", "kfree_skb_partial", "kfree_skbmem",
+		"napi_consume_skb", "__napi_kfree_skb", "napi_skb_cache_put",
+	},
+	"struct sock *":        {"__sk_destruct", "sk_prot_free"},
+	"struct file *":        {"__fput", "file_free"},
+	"struct request *":     {"__blk_mq_free_request"},
+	"struct bio *":         {"bio_free"},
+	"struct inode *":       {"free_inode_nonrcu"},
+	"struct task_struct *": {"free_task"},
+	"struct nf_conn *":     {"nf_conntrack_free"},
+}
+
+// DefaultTrackObjects is how many objects --track follows at once by
+// default: the size of the kernel's maps of them, about 200 bytes each.
+const DefaultTrackObjects = 16384
+
+// AllFreeFuncs lists the free functions of every type, for a catalogue
+// that must hold them.
+func AllFreeFuncs() []string {
+	var names []string
+	for _, fns := range FreeFuncs {
+		names = append(names, fns...)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// tracker is what --track needs to plan: the type, and its free
+// functions.
+type tracker struct {
+	// typ is the type as patterns write it, "struct sk_buff *".
+	typ  string
+	free map[string]bool
+	// is caches, per BTF type, whether it is typ.
+	is map[btf.Type]bool
+}
+
+// newTracker resolves --track's spec among the selected functions: a
+// C pointer type ("struct sk_buff *"), or the name of their arguments of
+// the type (skb), the type then being the most common among the
+// arguments of that name.
+func newTracker(spec string, fns []*kernel.Function) (*tracker, error) {
+	typ := selector.NormalizeType(spec)
+	if typ == "" {
+		return nil, errors.New("--track: no type given")
+	}
+	if !strings.Contains(typ, " ") && !strings.Contains(typ, "*") {
+		var err error
+		if typ, err = argType(typ, fns); err != nil {
+			return nil, err
+		}
+	}
+	if !strings.HasSuffix(typ, "*") {
+		return nil, fmt.Errorf("--track %q: %s is not a pointer type: trawl follows objects by their address", spec, typ)
+	}
+	t := &tracker{typ: typ, free: map[string]bool{}, is: map[btf.Type]bool{}}
+	for _, name := range FreeFuncs[typ] {
+		t.free[name] = true
+	}
+	return t, nil
+}
+
+// argType returns the most common type of the arguments called name.
+func argType(name string, fns []*kernel.Function) (string, error) {
+	counts := map[string]int{}
+	for _, fn := range fns {
+		proto := fn.Proto()
+		if proto == nil {
+			continue
+		}
+		fp, ok := proto.Type.(*btf.FuncProto)
+		if !ok {
+			continue
+		}
+		for _, p := range fp.Params {
+			if p.Name == name {
+				counts[selector.NormalizeType(kernel.TypeString(p.Type))]++
+			}
+		}
+	}
+	if len(counts) == 0 {
+		return "", fmt.Errorf("--track %q: no selected function has an argument of that name: give its type, as 'struct sk_buff *'", name)
+	}
+	types := make([]string, 0, len(counts))
+	for t := range counts {
+		types = append(types, t)
+	}
+	slices.SortFunc(types, func(a, b string) int { return cmp.Or(cmp.Compare(counts[b], counts[a]), cmp.Compare(a, b)) })
+	return types[0], nil
+}
+
+// isType says whether t is the tracked type.
+func (t *tracker) isType(bt btf.Type) bool {
+	is, ok := t.is[bt]
+	if !ok {
+		is = selector.NormalizeType(kernel.TypeString(bt)) == t.typ
+		t.is[bt] = is
+	}
+	return is
+}
+
+// skipReason is why a function without an argument of the type is left
+// out: none of its calls could be in a journey.
+func (t *tracker) skipReason() string {
+	return "no argument of the tracked type " + t.typ
+}
+
+// addFreeFuncs adds the type's free functions the kernel has to the
+// selection, traceable and not denied, unless it has them.
+func (t *tracker) addFreeFuncs(cat *kernel.Catalogue, sel *selector.Selection) {
+	for _, name := range FreeFuncs[t.typ] {
+		for _, fn := range cat.Lookup(name) {
+			if fn.Traceable && selector.Denied(fn) == "" && !slices.Contains(sel.Selected, fn) {
+				sel.Selected = append(sel.Selected, fn)
+			}
+		}
+	}
+}
+
+// configureTrack sets the capture program up for --track.
+func configureTrack(spec *ebpf.CollectionSpec, cfg Config) error {
+	if cfg.Track == "" {
+		return nil
+	}
+	n := uint32(cmp.Or(cfg.TrackObjects, DefaultTrackObjects))
+	spec.Maps[bpf.CaptureMapTracks].MaxEntries = n
+	spec.Maps[bpf.CaptureMapJourneys].MaxEntries = n
+	set := map[string]any{
+		bpf.CaptureVarTrackOn:      uint32(1),
+		bpf.CaptureVarTrackTimeout: uint64(cfg.TrackTimeout.Nanoseconds()),
+	}
+	for name, v := range set {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// trackedNow counts the objects the tracks map still tracks (freed ones
+// left out), to tell how many it evicted.
+func trackedNow(m *ebpf.Map) (uint64, error) {
+	var (
+		key uint64
+		t   bpf.CaptureTracked
+		n   uint64
+	)
+	it := m.Iterate()
+	for it.Next(&key, &t) {
+		if t.Seen != 0 {
+			n++
+		}
+	}
+	return n, it.Err()
+}
