@@ -220,6 +220,10 @@ func (s *Session) plan(cfg Config) error {
 			p.Deep, p.Packets = nil, nil
 		}
 		body, reason := s.flt.compile(p)
+		if reason != "" && s.track != nil {
+			// It cannot start a journey, but it can be in one.
+			body, reason = s.track.cannotStart(reason, fn.Name, s.flt.expr != nil), ""
+		}
 		if reason != "" {
 			s.planSkips.Add(reason, fn.Name)
 			s.flt.leaveOut(reason, fn.Name)
@@ -234,6 +238,9 @@ func (s *Session) plan(cfg Config) error {
 	}
 	s.flt.notify(cfg.Notify)
 	s.show.notify(cfg.Notify)
+	if s.track != nil {
+		s.track.notify(cfg.Notify)
+	}
 	if err := s.checkEntries(); err != nil {
 		return err
 	}

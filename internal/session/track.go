@@ -10,11 +10,13 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/selector"
+	"github.com/trawl-dev/trawl/internal/skip"
 )
 
 // FreeFuncs are, per type --track follows, the functions that free an
@@ -64,6 +66,30 @@ type tracker struct {
 	free map[string]bool
 	// is caches, per BTF type, whether it is typ.
 	is map[btf.Type]bool
+	// noStart lists, by reason, the functions the filters would have
+	// left out: traced all the same, they start no journey.
+	noStart skip.Reasons
+}
+
+// neverPasses is the --filter body of a function that starts no journey.
+var neverPasses = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
+
+// cannotStart notes that fn, which the filters would leave out for
+// reason, starts no journey, and returns its --filter body (none
+// without an expression).
+func (t *tracker) cannotStart(reason, fn string, expr bool) asm.Instructions {
+	t.noStart.Add(reason, fn)
+	if !expr {
+		return nil
+	}
+	return neverPasses
+}
+
+// notify tells the user which functions start no journey.
+func (t *tracker) notify(notify func(string)) {
+	for _, line := range t.noStart.Summary(1) {
+		notify("--track: traced only in journeys, never starting one: " + line)
+	}
 }
 
 // newTracker resolves --track's spec among the selected functions: a
@@ -84,7 +110,7 @@ func newTracker(spec string, fns []*kernel.Function) (*tracker, error) {
 	if !strings.HasSuffix(typ, "*") {
 		return nil, fmt.Errorf("--track %q: %s is not a pointer type: trawl follows objects by their address", spec, typ)
 	}
-	t := &tracker{typ: typ, free: map[string]bool{}, is: map[btf.Type]bool{}}
+	t := &tracker{typ: typ, free: map[string]bool{}, is: map[btf.Type]bool{}, noStart: skip.Reasons{}}
 	for _, name := range FreeFuncs[typ] {
 		t.free[name] = true
 	}
