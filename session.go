@@ -114,7 +114,7 @@ type Config struct {
 	// are not (Stats.Untracked). A call that receives a tracked object
 	// and returns a pointer of the type (a clone) adds it to the journey.
 	// Call.Track names each call's journey, and TrackEnd flags the call
-	// that frees its last object: the free functions of the type (see
+	// that frees its last object: the functions ending the life of its objects (see
 	// docs/track.md) are traced whether Patterns select them or not. The
 	// selected functions without an argument of the type are left out. A
 	// journey starts at the entry of its first call, so that the calls it
@@ -267,7 +267,7 @@ func holdCatalogue(cfg Config) (*kernel.Catalogue, func(), error) {
 	if entries, entriesOK := selector.LiteralNames(cfg.Entries); ok && (len(cfg.Entries) == 0 || entriesOK) {
 		names = append(names, entries...)
 		if cfg.Track != "" {
-			names = append(names, session.AllFreeFuncs()...)
+			names = append(names, session.AllLifeFuncs()...)
 		}
 		return kernel.HoldNames(names)
 	}

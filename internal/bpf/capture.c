@@ -1127,11 +1127,33 @@ static __always_inline void track_start(void *ctx, struct call *c, const struct 
 	count(CNT_UNTRACKED);
 }
 
-/* track_exit returns the journey of call c, which returns ret, with its
- * TK_* flags in *tk: for a tracked call, the journey of the objects it
+/* track_end_outer gives the end of a journey, which the call at depth d
+ * ended, to the outermost tracked call in progress around it on the
+ * task (CALL_TRACK_END), whose exit is sent last: a free is often made
+ * inside other calls that receive the object (__kfree_skb around
+ * kfree_skbmem). It returns whether the call at d ends it itself. */
+static __always_inline int track_end_outer(__u32 d)
+{
+	struct shadow *s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+
+	if (!s)
+		return 1;
+	for (int k = 0; k < MAX_DEPTH; k++) {
+		if (k >= d)
+			break;
+		if (s->calls[k].flags & CALL_TRACKED) {
+			s->calls[k].flags |= CALL_TRACK_END;
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* track_exit returns the journey of call c at depth d, which returns
+ * ret, with its TK_* flags in *tk: for a tracked call, the journey of the objects it
  * received, which it frees or adds the pointer it returns to; for
  * another, the journey it would start, if it passes the exit filters. */
-static __always_inline __u64 track_exit(void *ctx, struct call *c, __u64 ret, int kprobe, int *tk)
+static __always_inline __u64 track_exit(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe, int *tk)
 {
 	const struct plan *p = bpf_map_lookup_elem(&plans, &c->func);
 	__u64 now = bpf_ktime_get_ns(), j = 0, v;
@@ -1150,6 +1172,8 @@ static __always_inline __u64 track_exit(void *ctx, struct call *c, __u64 ret, in
 		return 0;
 	}
 	*tk = TK_TRACKED;
+	if (c->flags & CALL_TRACK_END)
+		*tk |= TK_END;
 	if (!(p->flags & PLAN_TRACK_FREE)) {
 		j = track_lookup(ctx, c, p, kprobe, now, 0);
 		if (j && p->flags & PLAN_TRACK_RET && is_object(ret))
@@ -1167,7 +1191,7 @@ static __always_inline __u64 track_exit(void *ctx, struct call *c, __u64 ret, in
 		if (t->seen) {
 			t->seen = 0;
 			count(CNT_TRACK_FREED);
-			if (journey_put(t->journey))
+			if (journey_put(t->journey) && track_end_outer(d))
 				*tk |= TK_END;
 		}
 	}
@@ -1516,7 +1540,7 @@ static __always_inline void finish(void *ctx, struct call *c, __u32 d, __u64 ret
 		return;
 	}
 	if (track_on)
-		track = track_exit(ctx, c, ret, kprobe, &tk);
+		track = track_exit(ctx, c, d, ret, kprobe, &tk);
 	if (c->flags & CALL_FRAMED && (f = frame_of(c, d)))
 		sent = emit(f, ret, track, tk);
 	else

@@ -176,7 +176,7 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe Probe) error {
 		if s.track, err = newTracker(cfg.Track, s.Selection.Selected); err != nil {
 			return err
 		}
-		s.track.addFreeFuncs(cat, s.Selection)
+		s.track.addLifeFuncs(cat, s.Selection)
 	}
 	if s.Backend, _, err = Choose(cfg.Backend, s.Selection, probe); err != nil {
 		return err

@@ -19,40 +19,48 @@ import (
 	"github.com/trawl-dev/trawl/internal/skip"
 )
 
-// FreeFuncs are, per type --track follows, the functions that free an
-// object of the type they receive, every time they are called: the
-// object's tracking ends at their exit, so that the calls they make on
-// it are still in its journey. Functions that only drop a reference
-// (kfree_skb on a shared skb frees nothing: it calls the ones below when
-// the count reaches zero; sk_free, fput) are not listed. A kernel lacks
-// some of them (inlined, renamed, older): those it has are traced with
-// --track whether the patterns select them or not. docs/track.md shows
-// this table.
-var FreeFuncs = map[string][]string{
+// Life lists, per type --track follows, the functions at the end of an
+// object's life: docs/track.md shows this table. All of them the kernel
+// has (some are inlined, renamed or newer) are traced with --track,
+// whether the patterns select them or not, so that journeys show how
+// they end. The Frees free the object they receive every time they are
+// called: its tracking ends at their exit (so that the calls they make
+// on it are still in its journey). The Drops drop a reference, and free
+// the object through the Frees when it was the last: kfree_skb_reason
+// (sk_skb_reason_drop from 6.10), whose reason argument, enum
+// skb_drop_reason, says why a packet was dropped, and consume_skb for
+// packets that arrived.
+var Life = map[string]LifeFuncs{
 	"struct sk_buff *": {
-		"kfree_skb_reason", "sk_skb_reason_drop", "kfree_skb_list_reason",
-		"__kfree_skb", "consume_skb", "kfree_skb_partial", "kfree_skbmem",
-		"napi_consume_skb", "__napi_kfree_skb", "napi_skb_cache_put",
+		Frees: []string{"__kfree_skb", "kfree_skbmem", "__napi_kfree_skb", "napi_skb_cache_put", "kfree_skb_partial"},
+		Drops: []string{"kfree_skb_reason", "sk_skb_reason_drop", "kfree_skb_list_reason", "consume_skb", "napi_consume_skb"},
 	},
-	"struct sock *":        {"__sk_destruct", "sk_prot_free"},
-	"struct file *":        {"__fput", "file_free"},
-	"struct request *":     {"__blk_mq_free_request"},
-	"struct bio *":         {"bio_free"},
-	"struct inode *":       {"free_inode_nonrcu"},
-	"struct task_struct *": {"free_task"},
-	"struct nf_conn *":     {"nf_conntrack_free"},
+	"struct sock *":        {Frees: []string{"__sk_destruct", "sk_prot_free"}, Drops: []string{"sk_free"}},
+	"struct file *":        {Frees: []string{"__fput", "file_free"}, Drops: []string{"fput"}},
+	"struct request *":     {Frees: []string{"__blk_mq_free_request"}, Drops: []string{"blk_mq_free_request"}},
+	"struct bio *":         {Frees: []string{"bio_free"}, Drops: []string{"bio_put"}},
+	"struct inode *":       {Frees: []string{"free_inode_nonrcu"}, Drops: []string{"iput"}},
+	"struct task_struct *": {Frees: []string{"free_task"}, Drops: []string{"__put_task_struct"}},
+	"struct nf_conn *":     {Frees: []string{"nf_conntrack_free"}, Drops: []string{"nf_ct_destroy"}},
+}
+
+// LifeFuncs are the functions at the end of the life of objects of a
+// type (see Life).
+type LifeFuncs struct {
+	Frees, Drops []string
 }
 
 // DefaultTrackObjects is how many objects --track follows at once by
 // default: the size of the kernel's maps of them, about 200 bytes each.
 const DefaultTrackObjects = 16384
 
-// AllFreeFuncs lists the free functions of every type, for a catalogue
-// that must hold them.
-func AllFreeFuncs() []string {
+// AllLifeFuncs lists the functions of Life, for a catalogue that must
+// hold them.
+func AllLifeFuncs() []string {
 	var names []string
-	for _, fns := range FreeFuncs {
-		names = append(names, fns...)
+	for _, fns := range Life {
+		names = append(names, fns.Frees...)
+		names = append(names, fns.Drops...)
 	}
 	slices.Sort(names)
 	return names
@@ -111,7 +119,7 @@ func newTracker(spec string, fns []*kernel.Function) (*tracker, error) {
 		return nil, fmt.Errorf("--track %q: %s is not a pointer type: trawl follows objects by their address", spec, typ)
 	}
 	t := &tracker{typ: typ, free: map[string]bool{}, is: map[btf.Type]bool{}, noStart: skip.Reasons{}}
-	for _, name := range FreeFuncs[typ] {
+	for _, name := range Life[typ].Frees {
 		t.free[name] = true
 	}
 	return t, nil
@@ -162,10 +170,11 @@ func (t *tracker) skipReason() string {
 	return "no argument of the tracked type " + t.typ
 }
 
-// addFreeFuncs adds the type's free functions the kernel has to the
+// addLifeFuncs adds the type's functions of Life the kernel has to the
 // selection, traceable and not denied, unless it has them.
-func (t *tracker) addFreeFuncs(cat *kernel.Catalogue, sel *selector.Selection) {
-	for _, name := range FreeFuncs[t.typ] {
+func (t *tracker) addLifeFuncs(cat *kernel.Catalogue, sel *selector.Selection) {
+	life := Life[t.typ]
+	for _, name := range append(slices.Clone(life.Frees), life.Drops...) {
 		for _, fn := range cat.Lookup(name) {
 			if fn.Traceable && selector.Denied(fn) == "" && !slices.Contains(sel.Selected, fn) {
 				sel.Selected = append(sel.Selected, fn)
