@@ -24,7 +24,9 @@ import (
 
 // tcpSendArg as the first argument makes the test binary send the number
 // of bytes in the second argument over a loopback TCP connection, in one
-// write, and read them on the other side.
+// write, and read them on the other side, which answers one byte: the
+// answer's segment acknowledges the bytes, so that the sender frees them
+// before it reads the answer.
 const tcpSendArg = "__tcpsend"
 
 func tcpSend(n int) error {
@@ -41,7 +43,9 @@ func tcpSend(n int) error {
 			return
 		}
 		defer c.Close()
-		_, err = io.ReadFull(c, make([]byte, n))
+		if _, err = io.ReadFull(c, make([]byte, n)); err == nil {
+			_, err = c.Write([]byte{1})
+		}
 		got <- err
 	}()
 	c, err := net.Dial("tcp", ln.Addr().String())
@@ -50,6 +54,9 @@ func tcpSend(n int) error {
 	}
 	defer c.Close()
 	if _, err := c.Write(make([]byte, n)); err != nil {
+		return err
+	}
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
 		return err
 	}
 	return <-got

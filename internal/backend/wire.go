@@ -28,6 +28,7 @@ const (
 	planDeep        = uint16(bpf.CapturePlanFlagPLAN_DEEP)
 	planTrackRet    = uint16(bpf.CapturePlanFlagPLAN_TRACK_RET)
 	planTrackFree   = uint16(bpf.CapturePlanFlagPLAN_TRACK_FREE)
+	planTrackDrop   = uint16(bpf.CapturePlanFlagPLAN_TRACK_DROP)
 	capDeep         = uint8(bpf.CaptureCapKindCAP_DEEP)
 	capPkt          = uint8(bpf.CaptureCapKindCAP_PKT)
 )
@@ -128,6 +129,9 @@ func Wire(p *plan.Plan, arch plan.Arch) (bpf.CapturePlan, error) {
 	}
 	if p.Track.Free {
 		w.Flags |= planTrackFree
+	}
+	if p.Track.Drop {
+		w.Flags |= planTrackDrop
 	}
 	caps := Captures(p)
 	for i, cp := range caps {

@@ -1111,11 +1111,11 @@ static __always_inline int track_entry(void *ctx, struct call *c, const struct p
 
 /* track_start starts a journey at the entry of call c, which passed the
  * filters, unless a filter decides at its exit. A call receiving no
- * object of the type is left out, as is a call of a free function: a
- * journey never starts with its end. */
+ * object of the type is left out, as is a call of a free or drop
+ * function: a journey never starts with its end. */
 static __always_inline void track_start(void *ctx, struct call *c, const struct plan *p, int kprobe)
 {
-	int free = p->flags & PLAN_TRACK_FREE;
+	int free = p->flags & (PLAN_TRACK_FREE | PLAN_TRACK_DROP);
 
 	if (c->flags & CALL_TRACKED || (track_at_exit && !free))
 		return;
@@ -1163,7 +1163,7 @@ static __always_inline __u64 track_exit(void *ctx, struct call *c, __u32 d, __u6
 	if (!p)
 		return 0;
 	if (!(c->flags & CALL_TRACKED)) {
-		if (p->flags & PLAN_TRACK_FREE)
+		if (p->flags & (PLAN_TRACK_FREE | PLAN_TRACK_DROP))
 			return 0; /* starts no journey */
 		for (int i = 0; i < MAX_SLOTS; i++) {
 			if (p->track_slots >> i & 1 && (v = track_slot(ctx, c, i, kprobe)))
@@ -1204,7 +1204,7 @@ static __always_inline void track_after(void *ctx, struct call *c, __u64 ret, in
 {
 	const struct plan *p;
 
-	if (!(c->flags & CALL_TRACKED) && (p = bpf_map_lookup_elem(&plans, &c->func)) && !(p->flags & PLAN_TRACK_FREE))
+	if (!(c->flags & CALL_TRACKED) && (p = bpf_map_lookup_elem(&plans, &c->func)) && !(p->flags & (PLAN_TRACK_FREE | PLAN_TRACK_DROP)))
 		track_begin(ctx, c, p, kprobe, ret, 1);
 }
 

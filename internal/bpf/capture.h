@@ -77,6 +77,10 @@ enum plan_flag {
 	/* --track: the function frees objects of the tracked type (a free
 	 * function of internal/session/track.go): it ends their tracking */
 	PLAN_TRACK_FREE = 64,
+	/* --track: the function drops a reference to objects of the type,
+	 * which may free them (see internal/session/track.go): like a free
+	 * function, it starts no journey */
+	PLAN_TRACK_DROP = 128,
 };
 
 /* plan is what the program needs to know about one function. */

@@ -138,6 +138,7 @@ const (
 	CapturePlanFlagPLAN_DEEP          CapturePlanFlag = 16
 	CapturePlanFlagPLAN_TRACK_RET     CapturePlanFlag = 32
 	CapturePlanFlagPLAN_TRACK_FREE    CapturePlanFlag = 64
+	CapturePlanFlagPLAN_TRACK_DROP    CapturePlanFlag = 128
 )
 
 type CaptureRecFlag uint32

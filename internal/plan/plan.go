@@ -82,15 +82,16 @@ type Track struct {
 	// Ret is set when the function returns a pointer of the type.
 	Ret bool
 	// Free is set when the function frees the objects of the type it
-	// receives.
-	Free bool
+	// receives, Drop when it drops a reference to them.
+	Free, Drop bool
 }
 
 // MarkTrack notes in p.Track the arguments and the return value whose
-// type is, as is tells, the type --track follows; free marks a function
-// that frees such objects. It returns whether an argument has the type.
-func (p *Plan) MarkTrack(is func(btf.Type) bool, free bool) bool {
-	p.Track = Track{Free: free}
+// type is, as is tells, the type --track follows; life is the function's
+// part in the end of such objects' life (a Track with Free or Drop set).
+// It returns whether an argument has the type.
+func (p *Plan) MarkTrack(is func(btf.Type) bool, life Track) bool {
+	p.Track = Track{Free: life.Free, Drop: life.Drop}
 	for i, a := range p.Args {
 		if a.NumSlots == 1 && is(a.Type) {
 			p.Track.Args = append(p.Track.Args, i)

@@ -208,7 +208,7 @@ func (s *Session) plan(cfg Config) error {
 			s.planSkips.Add(skip.Reason(err), fn.Name)
 			continue
 		}
-		if s.track != nil && !p.MarkTrack(s.track.isType, s.track.free[fn.Name]) {
+		if s.track != nil && !p.MarkTrack(s.track.isType, s.track.life[fn.Name]) {
 			s.planSkips.Add(s.track.skipReason(), fn.Name)
 			continue
 		}

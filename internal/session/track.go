@@ -15,6 +15,7 @@ import (
 
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/plan"
 	"github.com/trawl-dev/trawl/internal/selector"
 	"github.com/trawl-dev/trawl/internal/skip"
 )
@@ -29,7 +30,7 @@ import (
 // the object through the Frees when it was the last: kfree_skb_reason
 // (sk_skb_reason_drop from 6.10), whose reason argument, enum
 // skb_drop_reason, says why a packet was dropped, and consume_skb for
-// packets that arrived.
+// packets that arrived. Neither starts a journey.
 var Life = map[string]LifeFuncs{
 	"struct sk_buff *": {
 		Frees: []string{"__kfree_skb", "kfree_skbmem", "__napi_kfree_skb", "napi_skb_cache_put", "kfree_skb_partial"},
@@ -70,8 +71,9 @@ func AllLifeFuncs() []string {
 // functions.
 type tracker struct {
 	// typ is the type as patterns write it, "struct sk_buff *".
-	typ  string
-	free map[string]bool
+	typ string
+	// life holds the functions of Life for typ.
+	life map[string]plan.Track
 	// is caches, per BTF type, whether it is typ.
 	is map[btf.Type]bool
 	// noStart lists, by reason, the functions the filters would have
@@ -118,9 +120,12 @@ func newTracker(spec string, fns []*kernel.Function) (*tracker, error) {
 	if !strings.HasSuffix(typ, "*") {
 		return nil, fmt.Errorf("--track %q: %s is not a pointer type: trawl follows objects by their address", spec, typ)
 	}
-	t := &tracker{typ: typ, free: map[string]bool{}, is: map[btf.Type]bool{}, noStart: skip.Reasons{}}
+	t := &tracker{typ: typ, life: map[string]plan.Track{}, is: map[btf.Type]bool{}, noStart: skip.Reasons{}}
 	for _, name := range Life[typ].Frees {
-		t.free[name] = true
+		t.life[name] = plan.Track{Free: true}
+	}
+	for _, name := range Life[typ].Drops {
+		t.life[name] = plan.Track{Drop: true}
 	}
 	return t, nil
 }
