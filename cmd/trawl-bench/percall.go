@@ -258,8 +258,9 @@ type callSamples struct {
 	show                      []float64 // trawl's session with one --show expression
 	// gated is trawl with the function outside every --entry call, stack
 	// trawl with --stack, untracked trawl with --track on trackFunc,
-	// whose calls receive no tracked object.
-	gated, stack, untracked []float64
+	// whose calls receive no tracked object, filtered the same session
+	// without --track.
+	gated, stack, untracked, filtered []float64
 	err                     error
 }
 
@@ -370,9 +371,9 @@ func printGateStack(backends []string, samples map[string]*callSamples) {
 // call that receives no tracked object.
 func printTrack(backends []string, samples map[string]*callSamples) {
 	fmt.Printf("### Per call: an untracked call with --track\n\n")
-	fmt.Printf("The same test runs and rounds. Untracked: trawl's session on `%s` (which each test run calls with a pointer to a struct on its stack) with `--track '%s'` and `--comm %s`, which no task has: each call is looked up among the tracked objects, found in none, and left out in the kernel (every call checked to be counted as filtered, none tracked). untracked ratio = (untracked - baseline) / (empty - baseline), the empty programs being on `%s`; gated is the --entry gate's call left out, for comparison. Medians of the rounds.\n\n", trackFunc, trackType, untrackedComm, callFunc)
-	fmt.Println("| backend | empty - baseline | gated - baseline | untracked - baseline | untracked ratio (median) | untracked ratio (min-max) | untracked / gated |")
-	fmt.Println("|---|---|---|---|---|---|---|")
+	fmt.Printf("The same test runs and rounds. Untracked: trawl's session on `%s` (which each test run calls with a pointer to a struct on its stack) with `--track '%s'` and `--comm %s`, which no task has: each call is looked up among the tracked objects, found in none, and left out in the kernel (every call checked to be counted as filtered, none tracked). Filtered: the same session without --track, each call left out by --comm alone; untracked - filtered is what --track adds to a call of another task. untracked ratio = (untracked - baseline) / (empty - baseline), the empty programs being on `%s`; gated is the --entry gate's call left out, for comparison. Medians of the rounds.\n\n", trackFunc, trackType, untrackedComm, callFunc)
+	fmt.Println("| backend | empty - baseline | gated - baseline | filtered - baseline | untracked - baseline | untracked - filtered | untracked ratio (median) | untracked ratio (min-max) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for _, b := range backends {
 		s := samples[b]
 		if s.err != nil || len(s.untracked) == 0 {
@@ -382,9 +383,9 @@ func printTrack(backends []string, samples map[string]*callSamples) {
 		for i := range s.base {
 			ratios = append(ratios, (s.untracked[i]-s.base[i])/(s.empty[i]-s.base[i]))
 		}
-		base, empty, gated, untracked := median(s.base), median(s.empty), median(s.gated), median(s.untracked)
-		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.2f | %.2f-%.2f | %.2f |\n", b, empty-base, gated-base, untracked-base, median(ratios),
-			slices.Min(ratios), slices.Max(ratios), (untracked-base)/(gated-base))
+		base, empty, gated, untracked, filtered := median(s.base), median(s.empty), median(s.gated), median(s.untracked), median(s.filtered)
+		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f-%.2f |\n", b, empty-base, gated-base, filtered-base, untracked-base, untracked-filtered,
+			median(ratios), slices.Min(ratios), slices.Max(ratios))
 	}
 	fmt.Println()
 }
@@ -398,7 +399,8 @@ const (
 	untrackedComm = "trawl-nobody"
 )
 
-// checkUntracked makes sure --track left out every call, none tracked.
+// checkUntracked makes sure the comm filter (and --track) left out
+// every call, none tracked.
 func checkUntracked(s *trawl.Session, want uint64) error {
 	st, err := s.Stats()
 	if err != nil {
@@ -514,6 +516,11 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 	if err != nil {
 		return fmt.Errorf("--track: %w", err)
 	}
+	filtered, err := measureTrawl(ctx, trig, trawl.Config{Patterns: []string{trackFunc}, Backend: b, Comm: untrackedComm}, n,
+		func(sess *trawl.Session) error { return checkUntracked(sess, calls(n)) })
+	if err != nil {
+		return fmt.Errorf("--comm: %w", err)
+	}
 
 	sess, err := trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: b, Aggregate: true})
 	if err != nil {
@@ -547,6 +554,7 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 	s.base, s.empty, s.trawl, s.stats = append(s.base, base), append(s.empty, empty), append(s.trawl, tr), append(s.stats, st)
 	s.show = append(s.show, show)
 	s.gated, s.stack, s.untracked = append(s.gated, gated), append(s.stack, stack), append(s.untracked, untracked)
+	s.filtered = append(s.filtered, filtered)
 	return nil
 }
 

@@ -650,8 +650,11 @@ static __always_inline void refuse_entry(struct call *c)
 /* push starts a call of func, planned by p, at stack position pos (see
  * stale_gate), on the task's shadow stack and returns it, with its depth
  * in *dp, or 0 when the call is not traced (filtered, no storage or too
- * deep). *sp is set once the shadow's depth counts the call. */
-static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 func, const struct plan *p, __u64 pos)
+ * deep). *sp is set once the shadow's depth counts the call. ctx is the
+ * program's, a kprobe's if kprobe is set. */
+static __always_inline int track_seen(void *ctx, const struct plan *p, int kprobe);
+
+static __always_inline struct call *push(void *ctx, struct shadow **sp, __u32 *dp, __u32 func, const struct plan *p, __u64 pos, int kprobe)
 {
 	struct shadow *s;
 	struct call *c;
@@ -661,9 +664,8 @@ static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 fu
 	if (!armed || outside_entry(p))
 		return 0;
 	if (!wanted()) {
-		/* --track: a call of a tracked object passes every filter;
-		 * track_entry decides. */
-		if (!track_on) {
+		/* --track: a call of a tracked object passes every filter. */
+		if (!track_on || !track_seen(ctx, p, kprobe)) {
 			count(CNT_FILTERED);
 			return 0;
 		}
@@ -1056,6 +1058,34 @@ static __always_inline __u64 track_lookup(void *ctx, struct call *c, const struc
 		}
 		t->seen = now;
 		return j;
+	}
+	return 0;
+}
+
+/* track_seen says whether a call of plan p, whose task filters refused
+ * it, receives a tracked object, before it is pushed: read from the
+ * program's ctx, so that the calls of other tasks that receive none,
+ * most of them, cost no task storage. */
+static __always_inline int track_seen(void *ctx, const struct plan *p, int kprobe)
+{
+	struct tracked *t;
+	__u64 v = 0;
+	__u16 src;
+
+	for (int i = 0; i < MAX_SLOTS; i++) {
+		if (!(p->track_slots >> i & 1))
+			continue;
+		if (!kprobe) {
+			bpf_get_func_arg(ctx, i, &v);
+		} else {
+			src = p->src[i];
+			if (src & SRC_STACK)
+				bpf_probe_read_kernel(&v, 8, (void *)(ctx_u64(ctx, REG_SP) + (src & ~SRC_STACK)));
+			else
+				v = arg_reg(ctx, src);
+		}
+		if (v && (t = bpf_map_lookup_elem(&tracks, &v)) && t->seen)
+			return 1;
 	}
 	return 0;
 }
@@ -1659,7 +1689,7 @@ static __always_inline void fentry_call(void *ctx, __u32 func)
 	__u32 d;
 
 	p = bpf_map_lookup_elem(&plans, &func);
-	if (p && (c = push(&s, &d, func, p, (__u64)ctx)))
+	if (p && (c = push(ctx, &s, &d, func, p, (__u64)ctx, 0)))
 		enter(ctx, c, d, p, 0);
 }
 
@@ -1737,7 +1767,7 @@ int kprobe_capture(void *ctx)
 	__u32 func, d;
 
 	p = kprobe_plan(ctx, ip, &func);
-	if (!p || !(c = push(&s, &d, func, p, ctx_u64(ctx, REG_SP))))
+	if (!p || !(c = push(ctx, &s, &d, func, p, ctx_u64(ctx, REG_SP), 1)))
 		return 0;
 	c->ip = ip;
 	kprobe_slots(ctx, c->slots, p);
@@ -1811,7 +1841,7 @@ static __always_inline struct call *session_entry(void *ctx, __u32 func, const s
 	if (!cookie)
 		return 0;
 	*cookie = 0;
-	c = push(&s, dp, func, p, kprobe ? ctx_u64(ctx, REG_SP) : (__u64)ctx);
+	c = push(ctx, &s, dp, func, p, kprobe ? ctx_u64(ctx, REG_SP) : (__u64)ctx, kprobe);
 	if (!s)
 		return 0; /* filtered, or no task storage: nothing to pop */
 	*cookie = s->depth; /* depth + 1 of this call */
