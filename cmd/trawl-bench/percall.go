@@ -261,7 +261,7 @@ type callSamples struct {
 	// whose calls receive no tracked object, filtered the same session
 	// without --track.
 	gated, stack, untracked, filtered []float64
-	err                     error
+	err                               error
 }
 
 // benchCalls measures, in rounds, the time per call of callFunc with
