@@ -1124,10 +1124,11 @@ static __always_inline __u64 track_begin(void *ctx, struct call *c, const struct
 
 /* track_entry decides at entry on call c of plan p, whose task filters
  * refused it if it is CALL_UNWANTED: a call receiving a tracked object
- * is CALL_TRACKED. It returns 0 for a call left out. */
-static __always_inline int track_entry(void *ctx, struct call *c, const struct plan *p, int kprobe)
+ * is CALL_TRACKED, its journey in *j. It returns 0 for a call left out. */
+static __always_inline int track_entry(void *ctx, struct call *c, const struct plan *p, int kprobe, __u64 *j)
 {
-	if (track_lookup(ctx, c, p, kprobe, c->entry_ts, 1)) {
+	*j = track_lookup(ctx, c, p, kprobe, c->entry_ts, 1);
+	if (*j) {
 		c->flags |= CALL_TRACKED;
 		return 1;
 	}
@@ -1150,7 +1151,7 @@ static __always_inline void track_start(void *ctx, struct call *c, const struct 
 	if (c->flags & CALL_TRACKED || (track_at_exit && !free))
 		return;
 	if (!free && track_begin(ctx, c, p, kprobe, 0, 0)) {
-		c->flags |= CALL_TRACKED;
+		c->flags |= CALL_TRACKED | CALL_TRACK_START;
 		return;
 	}
 	c->flags |= CALL_DROP;
@@ -1180,32 +1181,34 @@ static __always_inline int track_end_outer(__u32 d)
 }
 
 /* track_exit returns the journey of call c at depth d, which returns
- * ret, with its TK_* flags in *tk: for a tracked call, the journey of the objects it
- * received, which it frees or adds the pointer it returns to; for
- * another, the journey it would start, if it passes the exit filters. */
-static __always_inline __u64 track_exit(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe, int *tk)
+ * ret, with its TK_* flags in *tk. A tracked call's journey is known
+ * from its entry: the one it started (its first object), or the one its
+ * frame holds, fj (0 when it has none: then found again by its objects).
+ * It frees the objects of the journey it received, or adds the pointer
+ * it returns to the journey. For another call, it is the journey it
+ * would start if it passes the exit filters. */
+static __always_inline __u64 track_exit(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe, int *tk, __u64 fj)
 {
 	const struct plan *p = bpf_map_lookup_elem(&plans, &c->func);
-	__u64 now = bpf_ktime_get_ns(), j = 0, v;
+	__u64 now = bpf_ktime_get_ns(), first = 0, j, v;
 	struct tracked *t;
 
 	*tk = 0;
 	if (!p)
 		return 0;
-	if (!(c->flags & CALL_TRACKED)) {
-		if (p->flags & (PLAN_TRACK_FREE | PLAN_TRACK_DROP))
-			return 0; /* starts no journey */
-		for (int i = 0; i < MAX_SLOTS; i++) {
-			if (p->track_slots >> i & 1 && (v = track_slot(ctx, c, i, kprobe)))
-				return v;
-		}
-		return 0;
+	for (int i = 0; i < MAX_SLOTS; i++) {
+		if (p->track_slots >> i & 1 && (first = track_slot(ctx, c, i, kprobe)))
+			break;
 	}
+	if (!(c->flags & CALL_TRACKED))
+		return p->flags & (PLAN_TRACK_FREE | PLAN_TRACK_DROP) ? 0 : first;
 	*tk = TK_TRACKED;
 	if (c->flags & CALL_TRACK_END)
 		*tk |= TK_END;
+	j = c->flags & CALL_TRACK_START ? first : fj;
 	if (!(p->flags & PLAN_TRACK_FREE)) {
-		j = track_lookup(ctx, c, p, kprobe, now, 0);
+		if (!j)
+			j = track_lookup(ctx, c, p, kprobe, now, 0);
 		if (j && p->flags & PLAN_TRACK_RET && is_object(ret))
 			track_add(ret, j, now);
 		return j;
@@ -1218,12 +1221,14 @@ static __always_inline __u64 track_exit(void *ctx, struct call *c, __u32 d, __u6
 			continue;
 		if (!j)
 			j = t->journey;
-		if (t->seen) {
-			t->seen = 0;
-			count(CNT_TRACK_FREED);
-			if (journey_put(t->journey) && track_end_outer(d))
-				*tk |= TK_END;
-		}
+		/* Freed already by a call inside, or of another journey:
+		 * a new object at a freed one's address. */
+		if (!t->seen || t->journey != j)
+			continue;
+		t->seen = 0;
+		count(CNT_TRACK_FREED);
+		if (journey_put(j) && track_end_outer(d))
+			*tk |= TK_END;
 	}
 	return j;
 }
@@ -1559,7 +1564,7 @@ static __always_inline void chain_exit(void *ctx, struct call *c, __u32 d, __u64
 /* finish sends call c at depth d, which returned ret. */
 static __always_inline void finish(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe)
 {
-	struct frame *f;
+	struct frame *f = 0;
 	__u64 track = 0;
 	int tk = 0, sent;
 
@@ -1569,9 +1574,11 @@ static __always_inline void finish(void *ctx, struct call *c, __u32 d, __u64 ret
 		chain_exit(ctx, c, d, ret, kprobe);
 		return;
 	}
+	if (c->flags & CALL_FRAMED)
+		f = frame_of(c, d);
 	if (track_on)
-		track = track_exit(ctx, c, d, ret, kprobe, &tk);
-	if (c->flags & CALL_FRAMED && (f = frame_of(c, d)))
+		track = track_exit(ctx, c, d, ret, kprobe, &tk, f ? f->rec.track : 0);
+	if (f)
 		sent = emit(f, ret, track, tk);
 	else
 		sent = send(ctx, c, d, ret, kprobe, track, tk);
@@ -1646,20 +1653,21 @@ static __always_inline void take_stack(void *ctx, struct call *c)
  * the trampoline's ctx, or from c for kprobes. */
 static __always_inline void enter(void *ctx, struct call *c, __u32 d, const struct plan *p, int kprobe)
 {
-	__u64 nr_caps = kprobe ? p->nr_caps : trawl_nr_caps(p);
+	__u64 nr_caps = kprobe ? p->nr_caps : trawl_nr_caps(p), j = 0;
 	struct frame *f;
 
-	if (track_on && !track_entry(ctx, c, p, kprobe))
+	if (track_on && !track_entry(ctx, c, p, kprobe, &j))
 		return;
 	take_stack(ctx, c);
-	/* A call needs a frame to copy memory, or to give a --filter
-	 * expression a record to read. */
-	if (!(nr_caps || filter_at || p->flags & PLAN_SHOW) || !(f = new_frame(c, d))) {
+	/* A call needs a frame to copy memory, to give a --filter
+	 * expression a record to read, or to keep its journey. */
+	if (!(nr_caps || filter_at || p->flags & PLAN_SHOW || j) || !(f = new_frame(c, d))) {
 		if (track_on && !filter_at)
 			track_start(ctx, c, p, kprobe);
 		return;
 	}
 	f->rec.stack = c->stack;
+	f->rec.track = j;
 	if (kprobe)
 		__builtin_memcpy(f->rec.slots, c->slots, sizeof(c->slots));
 	else

@@ -168,6 +168,7 @@ struct call {
 #define CALL_TRACKED 8  /* --track: it received a tracked object, or started a journey */
 #define CALL_UNWANTED 16 /* --track: the task filters refused it, unless it is tracked */
 #define CALL_TRACK_END 32 /* --track: its exit ends its journey, freed inside it */
+#define CALL_TRACK_START 64 /* --track: it started its journey, named by its first object */
 
 /* shadow is a task's stack of calls in flight. depth counts calls even
  * past MAX_DEPTH, so exits stay matched when the stack overflows. A call
