@@ -31,8 +31,9 @@ import (
 //	depth        number  traced calls in progress on the task at entry
 //	chain        number  the error chain of the call (--entry --errors); absent outside chains
 //	origin       bool    true for the innermost call of a chain, where the error appeared; else absent
+//	track        string  the call's journey (--track), the address of its first object, "0xhex"
 //	stack        array   of strings: the kernel stack at entry (--stack), innermost first, "sym+0xoff [module]"
-//	flags        array   of "entry_only", "exit_only", "missed"; absent when none
+//	flags        array   of "entry_only", "exit_only", "missed", "track_end" (--track: the call ended its journey); absent when none
 //
 // Values: integers are numbers (64-bit values may exceed what float64 holds
 // exactly), booleans are booleans, floats are numbers (null if not finite),
