@@ -105,6 +105,31 @@ type Config struct {
 	// nothing goes through the ring buffer (Read returns no call); every
 	// filter applies. About 2 KB of kernel memory per function.
 	Aggregate bool
+	// Track, if set, follows objects of this pointer type through the
+	// kernel: "struct sk_buff *", or the name of arguments of the type
+	// among the selected functions ("skb", the type then being their most
+	// common one). A call that passes every filter (Filter, the task
+	// filters, MinDuration, Errors) starts a journey with the objects of
+	// the type it receives; from then on, every call receiving one of
+	// them is sent, whatever the filters say, and calls receiving none
+	// are not (Stats.Untracked). A call that receives a tracked object
+	// and returns a pointer of the type (a clone) adds it to the journey.
+	// Call.Track names each call's journey, and TrackEnd flags the call
+	// that frees its last object: the functions ending the life of its objects (see
+	// docs/track.md) are traced whether Patterns select them or not. The
+	// selected functions without an argument of the type are left out. A
+	// journey starts at the entry of its first call, so that the calls it
+	// makes are in it, unless MinDuration, Errors or a Filter using ret
+	// decide at its exit. It cannot go with Aggregate, nor with Entries
+	// and Errors.
+	Track string
+	// TrackTimeout, if set, stops tracking an object that no traced call
+	// received for this long (Stats.TrackExpired).
+	TrackTimeout time.Duration
+	// TrackObjects is how many objects are tracked at once, at about 200
+	// bytes of kernel memory each; 0 means 16384. The kernel then forgets
+	// the least recently used (Stats.TrackEvicted).
+	TrackObjects int
 }
 
 // CaptureOptions set the bytes captured behind pointer arguments.
@@ -241,7 +266,11 @@ func Open(ctx context.Context, cfg Config) (*Session, error) {
 func holdCatalogue(cfg Config) (*kernel.Catalogue, func(), error) {
 	names, ok := selector.LiteralNames(cfg.Patterns)
 	if entries, entriesOK := selector.LiteralNames(cfg.Entries); ok && (len(cfg.Entries) == 0 || entriesOK) {
-		return kernel.HoldNames(append(names, entries...))
+		names = append(names, entries...)
+		if cfg.Track != "" {
+			names = append(names, session.AllLifeFuncs()...)
+		}
+		return kernel.HoldNames(names)
 	}
 	return kernel.Hold()
 }
@@ -255,6 +284,15 @@ func (cfg Config) internal() (session.Config, error) {
 	}
 	if (len(cfg.Errnos) > 0 || len(cfg.ExceptErrnos) > 0) && !cfg.Errors {
 		return session.Config{}, errors.New("Errnos and ExceptErrnos need Errors")
+	}
+	if cfg.Track != "" && cfg.Aggregate {
+		return session.Config{}, errors.New("Track sends the calls of journeys: it cannot go with Aggregate")
+	}
+	if cfg.Track != "" && len(cfg.Entries) > 0 && cfg.Errors {
+		return session.Config{}, errors.New("Track cannot go with Entries and Errors (error chains)")
+	}
+	if cfg.TrackTimeout < 0 || cfg.TrackObjects < 0 {
+		return session.Config{}, errors.New("TrackTimeout and TrackObjects cannot be negative")
 	}
 	ring := cmp.Or(cfg.RingBufferSize, DefaultRingBufferSize)
 	if err := CheckRingBufferSize(ring); err != nil {
@@ -282,6 +320,9 @@ func (cfg Config) internal() (session.Config, error) {
 		Notify:         notify,
 		RingBufferSize: ring,
 		Aggregate:      cfg.Aggregate,
+		Track:          cfg.Track,
+		TrackTimeout:   cfg.TrackTimeout,
+		TrackObjects:   cfg.TrackObjects,
 	}, nil
 }
 

@@ -56,8 +56,16 @@ type Stats struct {
 	// StaleGates counts, with Config.Entries, the entry calls whose exit
 	// was missed (their calls counted in MissExit): a later call of the
 	// same entry function, not nested in it, shut their task's gate.
-	StaleGates      uint64
-	RecursionMisses map[string]uint64
+	StaleGates uint64
+	// With Config.Track: Journeys counts the journeys started, Tracked
+	// the objects tracked (the journeys' first ones and the pointers
+	// their calls returned), TrackFreed those a free function freed,
+	// TrackExpired those no call received within Config.TrackTimeout,
+	// TrackEvicted those the kernel forgot, its map of them being full
+	// (exact once the session is closed), and Untracked the entries left
+	// out because they received no tracked object.
+	Journeys, Tracked, TrackFreed, TrackExpired, TrackEvicted, Untracked uint64
+	RecursionMisses                                                      map[string]uint64
 	// Attached counts the functions attached; Skipped lists those left
 	// out (for the kprobe backends, addresses), by reason.
 	Attached int
@@ -72,6 +80,7 @@ func statsOf(c session.Counts) Stats {
 		Received:        c.Received,
 		Discarded:       c.Discarded,
 		Counted:         c.Counted,
+		TrackEvicted:    c.TrackEvicted,
 		Attached:        c.Attached,
 		Skipped:         Skips(c.Skipped),
 		RecursionMisses: c.RecursionMisses,

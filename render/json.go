@@ -31,8 +31,9 @@ import (
 //	depth        number  traced calls in progress on the task at entry
 //	chain        number  the error chain of the call (--entry --errors); absent outside chains
 //	origin       bool    true for the innermost call of a chain, where the error appeared; else absent
+//	track        string  the call's journey (--track), the address of its first object, "0xhex"
 //	stack        array   of strings: the kernel stack at entry (--stack), innermost first, "sym+0xoff [module]"
-//	flags        array   of "entry_only", "exit_only", "missed"; absent when none
+//	flags        array   of "entry_only", "exit_only", "missed", "track_end" (--track: the call ended its journey); absent when none
 //
 // Values: integers are numbers (64-bit values may exceed what float64 holds
 // exactly), booleans are booleans, floats are numbers (null if not finite),
@@ -113,6 +114,11 @@ func (j *JSON) Call(c *Call) error {
 	if c.Flags&Origin != 0 {
 		b = append(b, `,"origin":true`...)
 	}
+	if c.Track != 0 {
+		b = append(b, `,"track":"0x`...)
+		b = strconv.AppendUint(b, c.Track, 16)
+		b = append(b, '"')
+	}
 	b = appendJSONStack(b, c.Stack)
 	b = appendJSONFlags(b, c.Flags&^Origin)
 	b = append(b, "}\n"...)
@@ -178,7 +184,7 @@ func appendJSONFlags(b []byte, f CallFlags) []byte {
 	for _, fl := range []struct {
 		flag CallFlags
 		name string
-	}{{EntryOnly, `"entry_only"`}, {ExitOnly, `"exit_only"`}, {Missed, `"missed"`}, {Origin, `"origin"`}} {
+	}{{EntryOnly, `"entry_only"`}, {ExitOnly, `"exit_only"`}, {Missed, `"missed"`}, {Origin, `"origin"`}, {TrackEnd, `"track_end"`}} {
 		if f&fl.flag != 0 {
 			if sep {
 				b = append(b, ',')

@@ -47,6 +47,10 @@ type Call struct {
 	// that returned an error, from the entry down to the Origin. 0 outside
 	// chains.
 	Chain uint32
+	// Track is the journey of the call with trawl.Config Track: the
+	// address of the first object of the journey, which the call
+	// received (or an object cloned from it); 0 without Track.
+	Track uint64
 	// Stack is the kernel stack at the call's entry (with trawl.Config
 	// Stack), innermost first, each frame "symbol+0xoffset [module]" or
 	// "symbol+0xoffset" in vmlinux; nil when not taken. The slice is shared
@@ -70,6 +74,9 @@ const (
 	// Origin marks the innermost call of an error chain, where the error
 	// appeared: no call it made on the chain returned an error.
 	Origin
+	// TrackEnd marks the call that freed the last object its journey
+	// tracked (Call.Track): the journey ends with it.
+	TrackEnd
 )
 
 // Renderer writes calls somewhere. Call must not retain c or c.Args after

@@ -257,9 +257,11 @@ type callSamples struct {
 	stats                     []float64 // trawl's session with Config.Aggregate (--stats)
 	show                      []float64 // trawl's session with one --show expression
 	// gated is trawl with the function outside every --entry call, stack
-	// trawl with --stack.
-	gated, stack []float64
-	err          error
+	// trawl with --stack, untracked trawl with --track on trackFunc,
+	// whose calls receive no tracked object, filtered the same session
+	// without --track.
+	gated, stack, untracked, filtered []float64
+	err                               error
 }
 
 // benchCalls measures, in rounds, the time per call of callFunc with
@@ -338,6 +340,7 @@ func benchCalls(ctx context.Context, cat *kernel.Catalogue, backends []string, r
 	}
 	fmt.Println()
 	printGateStack(backends, samples)
+	printTrack(backends, samples)
 	return nil
 }
 
@@ -364,14 +367,62 @@ func printGateStack(backends []string, samples map[string]*callSamples) {
 	fmt.Println()
 }
 
+// printTrack prints the table of the per-call cost of --track for a
+// call that receives no tracked object.
+func printTrack(backends []string, samples map[string]*callSamples) {
+	fmt.Printf("### Per call: an untracked call with --track\n\n")
+	fmt.Printf("The same test runs and rounds. Untracked: trawl's session on `%s` (which each test run calls with a pointer to a struct on its stack) with `--track '%s'` and `--comm %s`, which no task has: each call is looked up among the tracked objects, found in none, and left out in the kernel (every call checked to be counted as filtered, none tracked). Filtered: the same session without --track, each call left out by --comm alone; untracked - filtered is what --track adds to a call of another task. untracked ratio = (untracked - baseline) / (empty - baseline), the empty programs being on `%s`; gated is the --entry gate's call left out, for comparison. Medians of the rounds.\n\n", trackFunc, trackType, untrackedComm, callFunc)
+	fmt.Println("| backend | empty - baseline | gated - baseline | filtered - baseline | untracked - baseline | untracked - filtered | untracked ratio (median) | untracked ratio (min-max) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	for _, b := range backends {
+		s := samples[b]
+		if s.err != nil || len(s.untracked) == 0 {
+			continue
+		}
+		var ratios []float64
+		for i := range s.base {
+			ratios = append(ratios, (s.untracked[i]-s.base[i])/(s.empty[i]-s.base[i]))
+		}
+		base, empty, gated, untracked, filtered := median(s.base), median(s.empty), median(s.gated), median(s.untracked), median(s.filtered)
+		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f-%.2f |\n", b, empty-base, gated-base, filtered-base, untracked-base, untracked-filtered,
+			median(ratios), slices.Min(ratios), slices.Max(ratios))
+	}
+	fmt.Println()
+}
+
+// The --track measurement: trackFunc takes a pointer of trackType, to a
+// struct on the stack of the test run, and the comm filter, which no task
+// passes, keeps any call from starting a journey.
+const (
+	trackFunc     = "bpf_fentry_test8"
+	trackType     = "struct bpf_fentry_test_t *"
+	untrackedComm = "trawl-nobody"
+)
+
+// checkUntracked makes sure the comm filter (and --track) left out
+// every call, none tracked.
+func checkUntracked(s *trawl.Session, want uint64) error {
+	st, err := s.Stats()
+	if err != nil {
+		return err
+	}
+	if st.Filtered != want || st.Tracked != 0 || st.Calls != 0 {
+		return fmt.Errorf("--track left out %d of %d calls, tracked %d objects, sent %d calls", st.Filtered, want, st.Tracked, st.Calls)
+	}
+	return nil
+}
+
 // gateEntry is the entry function of the gated measurement: the calls
 // measured are never inside one of its calls.
 const gateEntry = "do_sys_openat2"
 
-// measureTrawl opens a trawl session on callFunc with cfg, measures the
-// time per call, and checks the session's counters with check.
+// measureTrawl opens a trawl session with cfg, on callFunc unless it
+// names patterns, measures the time per call, and checks the session's
+// counters with check.
 func measureTrawl(ctx context.Context, trig *trigger, cfg trawl.Config, n int, check func(*trawl.Session) error) (float64, error) {
-	cfg.Patterns = []string{callFunc}
+	if len(cfg.Patterns) == 0 {
+		cfg.Patterns = []string{callFunc}
+	}
 	sess, err := trawl.Open(ctx, cfg)
 	if err != nil {
 		return 0, err
@@ -460,6 +511,16 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 	if err != nil {
 		return fmt.Errorf("--stack: %w", err)
 	}
+	untracked, err := measureTrawl(ctx, trig, trawl.Config{Patterns: []string{trackFunc}, Backend: b, Track: trackType, Comm: untrackedComm}, n,
+		func(sess *trawl.Session) error { return checkUntracked(sess, calls(n)) })
+	if err != nil {
+		return fmt.Errorf("--track: %w", err)
+	}
+	filtered, err := measureTrawl(ctx, trig, trawl.Config{Patterns: []string{trackFunc}, Backend: b, Comm: untrackedComm}, n,
+		func(sess *trawl.Session) error { return checkUntracked(sess, calls(n)) })
+	if err != nil {
+		return fmt.Errorf("--comm: %w", err)
+	}
 
 	sess, err := trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: b, Aggregate: true})
 	if err != nil {
@@ -492,7 +553,8 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 	}
 	s.base, s.empty, s.trawl, s.stats = append(s.base, base), append(s.empty, empty), append(s.trawl, tr), append(s.stats, st)
 	s.show = append(s.show, show)
-	s.gated, s.stack = append(s.gated, gated), append(s.stack, stack)
+	s.gated, s.stack, s.untracked = append(s.gated, gated), append(s.stack, stack), append(s.untracked, untracked)
+	s.filtered = append(s.filtered, filtered)
 	return nil
 }
 
@@ -543,8 +605,8 @@ func (s *callSamples) String() string {
 	if len(s.floor) > 0 {
 		floor = fmt.Sprintf(", floor %.0f ns", s.floor[i])
 	}
-	return fmt.Sprintf("baseline %.0f ns, empty %.0f ns%s, trawl %.0f ns, trawl --stats %.0f ns, --show %.0f ns, gated %.0f ns, --stack %.0f ns",
-		s.base[i], s.empty[i], floor, s.trawl[i], s.stats[i], s.show[i], s.gated[i], s.stack[i])
+	return fmt.Sprintf("baseline %.0f ns, empty %.0f ns%s, trawl %.0f ns, trawl --stats %.0f ns, --show %.0f ns, gated %.0f ns, --stack %.0f ns, --track untracked %.0f ns",
+		s.base[i], s.empty[i], floor, s.trawl[i], s.stats[i], s.show[i], s.gated[i], s.stack[i], s.untracked[i])
 }
 
 // median returns the median of xs, NaN when empty.

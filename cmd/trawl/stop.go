@@ -291,6 +291,10 @@ func summary(w io.Writer, st trawl.Stats) {
 	if st.StaleGates > 0 {
 		fmt.Fprintf(w, "trawl: --entry: %d entry calls whose exit was missed, their gate shut by a later call\n", st.StaleGates)
 	}
+	if st.Tracked > 0 || st.Untracked > 0 {
+		fmt.Fprintf(w, "trawl: --track: %d journeys, %d objects tracked: %d freed, %d expired, %d evicted (tracking map full), %d still tracked; %d entries left out, receiving no tracked object\n",
+			st.Journeys, st.Tracked, st.TrackFreed, st.TrackExpired, st.TrackEvicted, max(int64(st.Tracked)-int64(st.TrackFreed+st.TrackExpired+st.TrackEvicted), 0), st.Untracked)
+	}
 	if st.MissStack > 0 {
 		fmt.Fprintf(w, "trawl: --stack: %d calls without their kernel stack (stack map full or hash collision)\n", st.MissStack)
 	}

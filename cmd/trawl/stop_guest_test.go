@@ -70,6 +70,13 @@ func TestMain(m *testing.M) {
 	case len(os.Args) >= 2 && os.Args[1] == opensArg:
 		opens(os.Args[2:])
 		os.Exit(0)
+	case len(os.Args) == 3 && os.Args[1] == tcpSendArg:
+		n, _ := strconv.Atoi(os.Args[2])
+		if err := tcpSend(n); err != nil {
+			fmt.Fprintln(os.Stderr, "tcp send:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case len(os.Args) >= 2 && os.Args[1] == opensLingerArg:
 		opens(os.Args[2:])
 		time.Sleep(lingerTime)

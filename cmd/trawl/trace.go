@@ -41,6 +41,9 @@ type traceFlags struct {
 	errnos      string
 	stack       bool
 	filter      string
+	track       string
+	trackFor    time.Duration
+	trackObjs   int
 	duration    time.Duration
 	format      string
 	json        bool
@@ -109,6 +112,9 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&f.errors, "errors", false, "show only calls that return an error (negative errno, NULL or ERR_PTR)")
 	fs.StringVar(&f.errnos, "errno", "", "with --errors, keep only these errors, e.g. ENOENT,EINVAL, or with a leading ! all but these, e.g. '!EAGAIN' (with --entry: the entry call's error)")
 	fs.StringVar(&f.filter, "filter", "", "show only calls for which `EXPR` holds, e.g. 'skb->len > 1000 && ret < 0' or 'filename ~ \"/tmp/*\"' (docs/filter.md)")
+	fs.StringVar(&f.track, "track", "", "follow the objects of pointer type `TYPE` ('struct sk_buff *', or an argument name such as skb) that calls passing the filters receive: show every call that receives one, filter or not, grouped by journey, through clones to the free that ends it, and no other call (docs/track.md)")
+	fs.DurationVar(&f.trackFor, "track-timeout", 0, "with --track, stop tracking an object no traced call received for `D` (default: until it is freed)")
+	fs.IntVar(&f.trackObjs, "track-objects", 0, "with --track, track at most `N` objects at once, the least recently seen forgotten first (default 16384)")
 	fs.StringArrayVar(&f.show, "show", nil, "show the value of `EXPR` with each call, read when it returns, e.g. 'file->f_path.dentry->d_name.name' or 'port(sk->__sk_common.skc_dport)' (formats ip, ipv6, port, hex, str, and buf(PTR, LEN); repeatable, up to 8; docs/filter.md)")
 	// How to write them.
 	fs.BoolVar(&f.stack, "stack", false, "show each call's kernel stack at its entry (of an error chain, the origin's)")
@@ -198,6 +204,17 @@ func (f *traceFlags) validate(command []string) error {
 	if f.errnos != "" && !f.errors {
 		return bad("--errno needs --errors")
 	}
+	for _, name := range []string{"track-timeout", "track-objects"} {
+		if f.set[name] && f.track == "" {
+			return bad("--%s needs --track", name)
+		}
+	}
+	if f.set["track-timeout"] && f.trackFor <= 0 {
+		return bad("--track-timeout must be positive, got %v", f.trackFor)
+	}
+	if f.set["track-objects"] && f.trackObjs < 1 {
+		return bad("--track-objects must be at least 1, got %d", f.trackObjs)
+	}
 	if _, _, err := parseErrnos(f.errnos); err != nil {
 		return bad("--errno: %v", err)
 	}
@@ -218,6 +235,12 @@ func (f *traceFlags) validate(command []string) error {
 	}
 	if !slices.Contains(formats, f.format) {
 		return bad("--format %q: want one of %s", f.format, strings.Join(formats, ", "))
+	}
+	if f.track != "" && f.outputFormat() == formatStats {
+		return bad("--track shows the calls of journeys: it cannot go with --stats")
+	}
+	if f.track != "" && len(f.entries) > 0 && f.errors {
+		return bad("--track cannot go with --entry and --errors (error chains)")
 	}
 	for _, name := range []string{"interval", "sort", "hist", "listen"} {
 		if f.set[name] && f.outputFormat() != formatStats {
@@ -337,6 +360,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	cfg.Capture.Depth, cfg.Capture.CallBytes = f.depth-1, f.callBytes
 	cfg.Show = f.show
 	cfg.CgroupExact = f.cgroupExact
+	cfg.Track, cfg.TrackTimeout, cfg.TrackObjects = f.track, f.trackFor, f.trackObjs
 	if errnos, except, _ := parseErrnos(f.errnos); except {
 		cfg.ExceptErrnos = errnos
 	} else {
@@ -609,6 +633,9 @@ func (f *traceFlags) formatRenderer(w io.Writer, s *trawl.Session, opts render.O
 	case formatJSON:
 		return render.NewJSON(w, opts), nil
 	case formatTree:
+		if f.track != "" {
+			return render.NewJourneys(w, opts, true), nil
+		}
 		return render.NewTree(w, opts), nil
 	case formatPerfetto:
 		return render.NewPerfettoProto(w, opts), nil
@@ -617,6 +644,9 @@ func (f *traceFlags) formatRenderer(w io.Writer, s *trawl.Session, opts render.O
 	case formatStats:
 		// The kernel counts the calls: no record per call, so no drops.
 		return render.NewStats(w, render.StatsOptions{Options: opts, Interval: f.interval, SortBy: f.sortBy, Histogram: f.hist, Source: s.FunctionStats})
+	}
+	if f.track != "" {
+		return render.NewJourneys(w, opts, false), nil
 	}
 	return render.NewText(w, opts), nil
 }

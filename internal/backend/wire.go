@@ -26,6 +26,9 @@ const (
 	planRegsInOrder = uint16(bpf.CapturePlanFlagPLAN_REGS_IN_ORDER)
 	planExitCaps    = uint16(bpf.CapturePlanFlagPLAN_EXIT_CAPS)
 	planDeep        = uint16(bpf.CapturePlanFlagPLAN_DEEP)
+	planTrackRet    = uint16(bpf.CapturePlanFlagPLAN_TRACK_RET)
+	planTrackFree   = uint16(bpf.CapturePlanFlagPLAN_TRACK_FREE)
+	planTrackDrop   = uint16(bpf.CapturePlanFlagPLAN_TRACK_DROP)
 	capDeep         = uint8(bpf.CaptureCapKindCAP_DEEP)
 	capPkt          = uint8(bpf.CaptureCapKindCAP_PKT)
 )
@@ -115,6 +118,20 @@ func Wire(p *plan.Plan, arch plan.Arch) (bpf.CapturePlan, error) {
 	}
 	if inOrder(w, arch) {
 		w.Flags |= planRegsInOrder
+	}
+	for _, i := range p.Track.Args {
+		if a := p.Args[i]; a.Slot < MaxSlots {
+			w.TrackSlots |= 1 << a.Slot
+		}
+	}
+	if p.Track.Ret {
+		w.Flags |= planTrackRet
+	}
+	if p.Track.Free {
+		w.Flags |= planTrackFree
+	}
+	if p.Track.Drop {
+		w.Flags |= planTrackDrop
 	}
 	caps := Captures(p)
 	for i, cp := range caps {

@@ -33,6 +33,8 @@ volatile const __u32 filter_at = 0;     /* where trawl_filter runs: FILTER_AT_* 
 volatile const __u32 ip_bits = 1;       /* func_ips has 1 << ip_bits entries */
 volatile const __u32 aggregate = 0;     /* --stats: count calls in stats, send none */
 volatile const __u32 show_on = 0;       /* some plans have PLAN_SHOW (--show) */
+volatile const __u32 track_on = 0;      /* --track: see track_entry */
+volatile const __u64 track_timeout = 0; /* --track: ns an object stays tracked unseen; 0: no limit */
 
 /* armed is set by the loader once every link is attached, and cleared
  * when the trace stops. Entries are only traced while it is set, so a stop
@@ -278,6 +280,7 @@ struct shared {
 	enum counter counter;
 	enum filter_place filter_place;
 	enum hist_layout hist_layout;
+	struct tracked tracked;
 };
 const struct shared *shared __attribute__((unused));
 
@@ -504,13 +507,13 @@ static __always_inline int entry_passes(struct frame *f)
 	return 0;
 }
 
-/* capture runs the entry filter, then follows the first nr_caps of the
+/* capture runs the entry filter (unless the call is tracked), then follows the first nr_caps of the
  * plan's pointers. It returns 0 for a call the filter refused. */
-static __always_inline int capture(struct frame *f, const struct plan *p, __u64 nr_caps)
+static __always_inline int capture(struct frame *f, const struct plan *p, __u64 nr_caps, int tracked)
 {
 	__u32 off = 0;
 
-	if (!entry_passes(f))
+	if (!tracked && !entry_passes(f))
 		return 0;
 	for (int i = 0; i < MAX_CAPS; i++) {
 		if (i >= nr_caps)
@@ -715,18 +718,26 @@ static __always_inline void refuse_entry(struct call *c)
 /* push starts a call of func, planned by p, at stack position pos (see
  * stale_gate), on the task's shadow stack and returns it, with its depth
  * in *dp, or 0 when the call is not traced (filtered, no storage or too
- * deep). *sp is set once the shadow's depth counts the call. */
-static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 func, const struct plan *p, __u64 pos)
+ * deep). *sp is set once the shadow's depth counts the call. ctx is the
+ * program's, a kprobe's if kprobe is set. */
+static __always_inline int track_seen(void *ctx, const struct plan *p, int kprobe);
+
+static __always_inline struct call *push(void *ctx, struct shadow **sp, __u32 *dp, __u32 func, const struct plan *p, __u64 pos, int kprobe)
 {
 	struct shadow *s;
 	struct call *c;
 	__u32 d;
+	int unwanted = 0;
 
 	if (!armed || outside_entry(p))
 		return 0;
 	if (!wanted()) {
-		count(CNT_FILTERED);
-		return 0;
+		/* --track: a call of a tracked object passes every filter. */
+		if (!track_on || !track_seen(ctx, p, kprobe)) {
+			count(CNT_FILTERED);
+			return 0;
+		}
+		unwanted = CALL_UNWANTED;
 	}
 	s = get_shadow(1);
 	if (!s) {
@@ -746,6 +757,7 @@ static __always_inline struct call *push(struct shadow **sp, __u32 *dp, __u32 fu
 	c->func = func;
 	c->flags = 0;
 	open_gate(s, c, d, p, pos);
+	c->flags |= unwanted;
 	c->nr_slots = p->nr_slots;
 	c->entry_ts = bpf_ktime_get_ns();
 	return c;
@@ -997,9 +1009,325 @@ static __always_inline int exit_passes(__u32 func, __u64 dur, __u64 ret)
 	return 1;
 }
 
+/* --track: follow objects of one pointer type through the kernel. A call
+ * that passes every filter starts a journey: the pointers of the tracked
+ * type it received (the slots its plan's track_slots marks) go into the
+ * tracks map, with the journey's id, the address of the first. From then
+ * on a call receiving a tracked pointer is traced whatever the filters
+ * say, and a call receiving none is left out (counted). A function that
+ * receives a tracked object and returns a pointer of the type
+ * (PLAN_TRACK_RET: clones, copies) adds the pointer it returns to the
+ * journey; a free function (PLAN_TRACK_FREE) ends the tracking of the
+ * objects it received, at its exit, so that the calls it makes on them
+ * are still in the journey. A freed object stays in the tracks map,
+ * marked freed (seen 0), so that the exits of free functions around the
+ * one that freed it still find its journey; the next entry that
+ * receives its address, a new object, removes it. An object no traced
+ * call received for track_timeout ns stops being tracked too. The
+ * journeys map counts each journey's objects still tracked: the call
+ * that frees the last one is flagged REC_TRACK_END. Both maps are LRU:
+ * an object evicted from the full tracks map is counted by the loader
+ * (tracked - freed - expired - still tracked unfreed), a journey evicted
+ * from the journeys map never ends.
+ *
+ * A journey starts at the entry of its first call, so that the calls it
+ * makes are in it, unless a filter decides at exit (--min-duration,
+ * --errors, a --filter using ret): it then starts at that call's exit. */
+#define track_at_exit (min_duration || filter_errors || filter_at == FILTER_AT_EXIT)
+
+/* What finish tells emit and send of a call's journey. */
+#define TK_TRACKED 1 /* the call received a tracked object: no filter applies */
+#define TK_END 2     /* it freed its journey's last object */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1); /* resized by the loader */
+	__type(key, __u64);
+	__type(value, struct tracked);
+} tracks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1); /* resized by the loader */
+	__type(key, __u64);
+	__type(value, __u64);
+} journeys SEC(".maps");
+
+/* track_slot returns slot i of call c: from the trampoline's ctx, or
+ * from c for kprobes. */
+static __always_inline __u64 track_slot(void *ctx, struct call *c, int i, int kprobe)
+{
+	__u64 v = 0;
+
+	if (kprobe)
+		return c->slots[i & (MAX_SLOTS - 1)];
+	bpf_get_func_arg(ctx, i, &v);
+	return v;
+}
+
+/* journey_put counts one object of journey j less, and says whether it
+ * was the last. */
+static __always_inline int journey_put(__u64 j)
+{
+	__u64 *n = bpf_map_lookup_elem(&journeys, &j);
+
+	if (!n || __sync_fetch_and_add(n, -1) != 1)
+		return 0;
+	bpf_map_delete_elem(&journeys, &j);
+	return 1;
+}
+
+/* track_add tracks object v in journey j, from now, unless it is
+ * tracked already. */
+static __always_inline void track_add(__u64 v, __u64 j, __u64 now)
+{
+	struct tracked t = {.journey = j, .seen = now}, *old;
+	__u64 *n;
+
+	old = bpf_map_lookup_elem(&tracks, &v);
+	if (old && old->seen)
+		return; /* tracked already */
+	/* New, or at the address of a freed one. */
+	if (bpf_map_update_elem(&tracks, &v, &t, BPF_ANY))
+		return;
+	count(CNT_TRACKED);
+	n = bpf_map_lookup_elem(&journeys, &j);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
+/* track_lookup returns the journey of the first tracked object call c
+ * of plan p received, or 0, and notes the time now on it. At entry
+ * (expire set), an object not seen for track_timeout ns is untracked
+ * instead, and a freed one is forgotten; at exit, a freed one counts. */
+static __always_inline __u64 track_lookup(void *ctx, struct call *c, const struct plan *p, int kprobe, __u64 now, int expire)
+{
+	struct tracked *t;
+	__u64 v, j;
+
+	for (int i = 0; i < MAX_SLOTS; i++) {
+		if (!(p->track_slots >> i & 1))
+			continue;
+		v = track_slot(ctx, c, i, kprobe);
+		if (!v || !(t = bpf_map_lookup_elem(&tracks, &v)))
+			continue;
+		j = t->journey;
+		if (!t->seen) {
+			if (!expire)
+				return j;
+			bpf_map_delete_elem(&tracks, &v);
+			continue;
+		}
+		if (expire && track_timeout && now - t->seen > track_timeout) {
+			if (!bpf_map_delete_elem(&tracks, &v)) {
+				count(CNT_TRACK_EXPIRED);
+				journey_put(j);
+			}
+			continue;
+		}
+		t->seen = now;
+		return j;
+	}
+	return 0;
+}
+
+/* track_seen says whether a call of plan p, whose task filters refused
+ * it, receives a tracked object, before it is pushed: read from the
+ * program's ctx, so that the calls of other tasks that receive none,
+ * most of them, cost no task storage. */
+static __always_inline int track_seen(void *ctx, const struct plan *p, int kprobe)
+{
+	struct tracked *t;
+	__u64 v = 0;
+	__u16 src;
+
+	for (int i = 0; i < MAX_SLOTS; i++) {
+		if (!(p->track_slots >> i & 1))
+			continue;
+		if (!kprobe) {
+			bpf_get_func_arg(ctx, i, &v);
+		} else {
+			src = p->src[i];
+			if (src & SRC_STACK)
+				bpf_probe_read_kernel(&v, 8, (void *)(ctx_u64(ctx, REG_SP) + (src & ~SRC_STACK)));
+			else
+				v = arg_reg(ctx, src);
+		}
+		if (v && (t = bpf_map_lookup_elem(&tracks, &v)) && t->seen)
+			return 1;
+	}
+	return 0;
+}
+
+/* is_object says whether a returned pointer is an object: not NULL, not
+ * an ERR_PTR. */
+static __always_inline int is_object(__u64 ret)
+{
+	return ret && ret < (__u64)-MAX_ERRNO;
+}
+
+/* track_begin starts a journey with the objects call c of plan p
+ * received (and, at exit, the one it returned), and returns its id, 0
+ * when it received none. */
+static __always_inline __u64 track_begin(void *ctx, struct call *c, const struct plan *p, int kprobe, __u64 ret, int exit)
+{
+	__u64 now = bpf_ktime_get_ns(), zero = 0, j = 0, v;
+
+	for (int i = 0; i < MAX_SLOTS; i++) {
+		if (!(p->track_slots >> i & 1))
+			continue;
+		v = track_slot(ctx, c, i, kprobe);
+		if (!v)
+			continue;
+		if (!j) {
+			j = v;
+			bpf_map_update_elem(&journeys, &j, &zero, BPF_ANY);
+			count(CNT_JOURNEYS);
+		}
+		track_add(v, j, now);
+	}
+	if (j && exit && p->flags & PLAN_TRACK_RET && is_object(ret))
+		track_add(ret, j, now);
+	return j;
+}
+
+/* track_entry decides at entry on call c of plan p, whose task filters
+ * refused it if it is CALL_UNWANTED: a call receiving a tracked object
+ * is CALL_TRACKED, its journey in *j. It returns 0 for a call left out. */
+static __always_inline int track_entry(void *ctx, struct call *c, const struct plan *p, int kprobe, __u64 *j)
+{
+	*j = track_lookup(ctx, c, p, kprobe, c->entry_ts, 1);
+	if (*j) {
+		c->flags |= CALL_TRACKED;
+		return 1;
+	}
+	if (c->flags & CALL_UNWANTED) {
+		c->flags |= CALL_DROP;
+		count(CNT_FILTERED);
+		return 0;
+	}
+	return 1;
+}
+
+/* track_start starts a journey at the entry of call c, which passed the
+ * filters, unless a filter decides at its exit. A call receiving no
+ * object of the type is left out, as is a call of a free or drop
+ * function: a journey never starts with its end. */
+static __always_inline void track_start(void *ctx, struct call *c, const struct plan *p, int kprobe)
+{
+	int free = p->flags & (PLAN_TRACK_FREE | PLAN_TRACK_DROP);
+
+	if (c->flags & CALL_TRACKED || (track_at_exit && !free))
+		return;
+	if (!free && track_begin(ctx, c, p, kprobe, 0, 0)) {
+		c->flags |= CALL_TRACKED | CALL_TRACK_START;
+		return;
+	}
+	c->flags |= CALL_DROP;
+	count(CNT_UNTRACKED);
+}
+
+/* track_end_outer gives the end of a journey, which the call at depth d
+ * ended, to the outermost tracked call in progress around it on the
+ * task (CALL_TRACK_END), whose exit is sent last: a free is often made
+ * inside other calls that receive the object (__kfree_skb around
+ * kfree_skbmem). It returns whether the call at d ends it itself. */
+static __always_inline int track_end_outer(__u32 d)
+{
+	struct shadow *s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+
+	if (!s)
+		return 1;
+	for (int k = 0; k < MAX_DEPTH; k++) {
+		if (k >= d)
+			break;
+		if (s->calls[k].flags & CALL_TRACKED) {
+			s->calls[k].flags |= CALL_TRACK_END;
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* track_exit returns the journey of call c at depth d, which returns
+ * ret, with its TK_* flags in *tk. A tracked call's journey is known
+ * from its entry: the one it started (its first object), or the one its
+ * frame holds, fj (0 when it has none: then found again by its objects).
+ * It frees the objects of the journey it received, or adds the pointer
+ * it returns to the journey. For another call, it is the journey it
+ * would start if it passes the exit filters. */
+static __always_inline __u64 track_exit(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe, int *tk, __u64 fj)
+{
+	const struct plan *p = bpf_map_lookup_elem(&plans, &c->func);
+	__u64 now = bpf_ktime_get_ns(), first = 0, j, v;
+	struct tracked *t;
+
+	*tk = 0;
+	if (!p)
+		return 0;
+	for (int i = 0; i < MAX_SLOTS; i++) {
+		if (p->track_slots >> i & 1 && (first = track_slot(ctx, c, i, kprobe)))
+			break;
+	}
+	if (!(c->flags & CALL_TRACKED))
+		return p->flags & (PLAN_TRACK_FREE | PLAN_TRACK_DROP) ? 0 : first;
+	*tk = TK_TRACKED;
+	if (c->flags & CALL_TRACK_END)
+		*tk |= TK_END;
+	j = c->flags & CALL_TRACK_START ? first : fj;
+	if (!(p->flags & PLAN_TRACK_FREE)) {
+		if (!j)
+			j = track_lookup(ctx, c, p, kprobe, now, 0);
+		if (j && p->flags & PLAN_TRACK_RET && is_object(ret))
+			track_add(ret, j, now);
+		return j;
+	}
+	for (int i = 0; i < MAX_SLOTS; i++) {
+		if (!(p->track_slots >> i & 1))
+			continue;
+		v = track_slot(ctx, c, i, kprobe);
+		if (!v || !(t = bpf_map_lookup_elem(&tracks, &v)))
+			continue;
+		if (!j)
+			j = t->journey;
+		/* Freed already by a call inside, or of another journey:
+		 * a new object at a freed one's address. */
+		if (!t->seen || t->journey != j)
+			continue;
+		t->seen = 0;
+		count(CNT_TRACK_FREED);
+		if (journey_put(j) && track_end_outer(d))
+			*tk |= TK_END;
+	}
+	return j;
+}
+
+/* track_after starts the journey of call c, which passed the exit
+ * filters and was sent, when the filters decided at its exit. */
+static __always_inline void track_after(void *ctx, struct call *c, __u64 ret, int kprobe)
+{
+	const struct plan *p;
+
+	if (!(c->flags & CALL_TRACKED) && (p = bpf_map_lookup_elem(&plans, &c->func)) && !(p->flags & (PLAN_TRACK_FREE | PLAN_TRACK_DROP)))
+		track_begin(ctx, c, p, kprobe, ret, 1);
+}
+
+/* track_passes says whether a call of journey track (0: none), with
+ * TK_* flags tk, is sent as far as --track goes: with it on, only calls
+ * of a journey, and tracked calls whose object was evicted meanwhile. */
+static __always_inline int track_passes(__u64 track, int tk)
+{
+	if (!track_on || track || tk & TK_TRACKED)
+		return 1;
+	count(CNT_FILTERED_EXIT);
+	return 0;
+}
+
 /* emit sends a call from its frame, or an exit without its entry from the
- * scratch frame, if it passes the exit filters. */
-static __always_inline void emit(struct frame *f, __u64 ret)
+ * scratch frame, if it passes the exit filters (a call of a tracked
+ * object, tk set, passes them all). It returns whether it sent the call.
+ * track is its journey, see track_exit. */
+static __always_inline int emit(struct frame *f, __u64 ret, __u64 track, int tk)
 {
 	int entry = f->rec.flags & REC_ENTRY;
 	__u32 len;
@@ -1009,52 +1337,67 @@ static __always_inline void emit(struct frame *f, __u64 ret)
 	f->rec.flags |= REC_EXIT;
 	f->rec.cpu = bpf_get_smp_processor_id();
 	count(CNT_CALLS);
-	if (!exit_passes(f->rec.func, entry ? f->rec.exit_ts - f->rec.entry_ts : 0, ret))
-		return;
-	if (filter_at && (!entry || (filter_at == FILTER_AT_EXIT && !trawl_filter(&f->rec)))) {
-		count(CNT_FILTERED_EXIT);
-		return;
+	if (!(tk & TK_TRACKED)) {
+		if (!exit_passes(f->rec.func, entry ? f->rec.exit_ts - f->rec.entry_ts : 0, ret))
+			return 0;
+		if (filter_at && (!entry || (filter_at == FILTER_AT_EXIT && !trawl_filter(&f->rec)))) {
+			count(CNT_FILTERED_EXIT);
+			return 0;
+		}
 	}
+	if (!track_passes(track, tk))
+		return 0;
 	if (aggregate) {
 		tally(f->rec.func, entry, f->rec.exit_ts - f->rec.entry_ts, ret);
-		return;
+		return 0;
 	}
 	if (entry)
 		capture_exit(f, ret);
 	if (entry && show_on)
 		trawl_show(f);
 	who(&f->rec);
+	f->rec.track = track;
+	if (tk & TK_END)
+		f->rec.flags |= REC_TRACK_END;
 	len = f->rec.data_len;
 	if (len > MAX_DATA)
 		len = MAX_DATA;
-	if (bpf_ringbuf_output(&events, f, sizeof(f->rec) + len, 0))
+	if (bpf_ringbuf_output(&events, f, sizeof(f->rec) + len, 0)) {
 		count(CNT_DROPS);
+		return 0;
+	}
+	return 1;
 }
 
 /* send sends call c at depth d straight into the ring buffer, with its
  * slots from the trampoline's ctx, or from c for kprobes. A framed call
- * whose frame was lost goes this way too, without its captures. */
-static __always_inline void send(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe)
+ * whose frame was lost goes this way too, without its captures. It
+ * returns whether it sent the call; track and tk as for emit. */
+static __always_inline int send(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe, __u64 track, int tk)
 {
 	__u64 now = bpf_ktime_get_ns();
 	struct record *r;
 
 	count(CNT_CALLS);
-	if (!exit_passes(c->func, now - c->entry_ts, ret))
-		return;
-	if (filter_at) {
-		/* A filter expression with no frame to read. */
-		count(CNT_FILTERED_EXIT);
-		return;
+	if (!(tk & TK_TRACKED)) {
+		if (!exit_passes(c->func, now - c->entry_ts, ret))
+			return 0;
+		if (filter_at) {
+			/* A filter expression with no frame to read. */
+			count(CNT_FILTERED_EXIT);
+			return 0;
+		}
 	}
+	if (!track_passes(track, tk))
+		return 0;
 	if (aggregate) {
 		tally(c->func, 1, now - c->entry_ts, ret);
-		return;
+		return 0;
 	}
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		count(CNT_DROPS);
-		return;
+		return 0;
 	}
 	r->entry_ts = c->entry_ts;
 	r->exit_ts = now;
@@ -1081,7 +1424,11 @@ static __always_inline void send(void *ctx, struct call *c, __u32 d, __u64 ret, 
 	r->chain = 0;
 	r->stack = c->stack;
 	r->pad = 0;
+	r->track = track;
+	if (tk & TK_END)
+		r->flags |= REC_TRACK_END;
 	bpf_ringbuf_submit(r, 0);
+	return 1;
 }
 
 /* exit_only sends an exit whose entry was missed. */
@@ -1096,14 +1443,14 @@ static __always_inline void exit_only(__u32 func, __u64 ret)
 	if (!armed)
 		return;
 	count(CNT_MISS_ENTRY);
-	if (error_chains)
-		return; /* no chain holds a call without its entry */
+	if (error_chains || track_on)
+		return; /* no chain holds a call without its entry, nor journey */
 	s = get_scratch();
 	if (!s)
 		return;
 	__builtin_memset(&s->frame.rec, 0, sizeof(s->frame.rec));
 	s->frame.rec.func = func;
-	emit(&s->frame, ret);
+	emit(&s->frame, ret, 0, 0);
 }
 
 /* Error chains (--entry with --errors). Inside an entry call, a call
@@ -1294,7 +1641,9 @@ static __always_inline void chain_exit(void *ctx, struct call *c, __u32 d, __u64
 /* finish sends call c at depth d, which returned ret. */
 static __always_inline void finish(void *ctx, struct call *c, __u32 d, __u64 ret, int kprobe)
 {
-	struct frame *f;
+	struct frame *f = 0;
+	__u64 track = 0;
+	int tk = 0, sent;
 
 	if (c->flags & CALL_DROP)
 		return; /* counted at entry */
@@ -1302,10 +1651,16 @@ static __always_inline void finish(void *ctx, struct call *c, __u32 d, __u64 ret
 		chain_exit(ctx, c, d, ret, kprobe);
 		return;
 	}
-	if (c->flags & CALL_FRAMED && (f = frame_of(c, d)))
-		emit(f, ret);
+	if (c->flags & CALL_FRAMED)
+		f = frame_of(c, d);
+	if (track_on)
+		track = track_exit(ctx, c, d, ret, kprobe, &tk, f ? f->rec.track : 0);
+	if (f)
+		sent = emit(f, ret, track, tk);
 	else
-		send(ctx, c, d, ret, kprobe);
+		sent = send(ctx, c, d, ret, kprobe, track, tk);
+	if (track_on && sent)
+		track_after(ctx, c, ret, kprobe);
 }
 
 /* finish_exit sends the call that returns, or an exit without its entry. */
@@ -1381,23 +1736,32 @@ static __always_inline void take_stack(void *ctx, struct call *c)
  * the trampoline's ctx, or from c for kprobes. */
 static __always_inline void enter(void *ctx, struct call *c, __u32 d, const struct plan *p, int kprobe)
 {
-	__u64 nr_caps = kprobe == KPROBE_MANY ? p->nr_caps : trawl_nr_caps(p);
+	__u64 nr_caps = kprobe == KPROBE_MANY ? p->nr_caps : trawl_nr_caps(p), j = 0;
 	struct frame *f;
 
-	take_stack(ctx, c);
-	/* A call needs a frame to copy memory, or to give a --filter
-	 * expression a record to read. */
-	if (!(nr_caps || filter_at || p->flags & PLAN_SHOW) || !(f = new_frame(c, d)))
+	if (track_on && !track_entry(ctx, c, p, kprobe, &j))
 		return;
+	take_stack(ctx, c);
+	/* A call needs a frame to copy memory, to give a --filter
+	 * expression a record to read, or to keep its journey. */
+	if (!(nr_caps || filter_at || p->flags & PLAN_SHOW || j) || !(f = new_frame(c, d))) {
+		if (track_on && !filter_at)
+			track_start(ctx, c, p, kprobe);
+		return;
+	}
 	f->rec.stack = c->stack;
+	f->rec.track = j;
 	if (kprobe)
 		__builtin_memcpy(f->rec.slots, c->slots, sizeof(c->slots));
 	else
 		trampoline_slots(ctx, f->rec.slots, p);
-	if (!capture(f, p, nr_caps)) {
+	if (!capture(f, p, nr_caps, c->flags & CALL_TRACKED)) {
 		c->flags |= CALL_DROP;
 		refuse_entry(c);
+		return;
 	}
+	if (track_on)
+		track_start(ctx, c, p, kprobe);
 }
 
 /* The trampoline programs take the gate's short way first (gated_out at
@@ -1416,7 +1780,7 @@ static __always_inline void fentry_call(void *ctx, __u32 func)
 	__u32 d;
 
 	p = bpf_map_lookup_elem(&plans, &func);
-	if (p && (c = push(&s, &d, func, p, (__u64)ctx)))
+	if (p && (c = push(ctx, &s, &d, func, p, (__u64)ctx, 0)))
 		enter(ctx, c, d, p, 0);
 }
 
@@ -1494,7 +1858,7 @@ int kprobe_capture(void *ctx)
 	__u32 func, d;
 
 	p = kprobe_plan(ctx, ip, &func);
-	if (!p || !(c = push(&s, &d, func, p, ctx_u64(ctx, REG_SP))))
+	if (!p || !(c = push(ctx, &s, &d, func, p, ctx_u64(ctx, REG_SP), 1)))
 		return 0;
 	c->ip = ip;
 	kprobe_slots(ctx, c->slots, p);
@@ -1534,7 +1898,7 @@ int kprobe_one(void *ctx)
 	struct call *c;
 
 	p = bpf_map_lookup_elem(&plans, &func);
-	if (!p || !(c = push(&s, &d, func, p, ctx_u64(ctx, REG_SP))))
+	if (!p || !(c = push(ctx, &s, &d, func, p, ctx_u64(ctx, REG_SP), KPROBE_ONE)))
 		return 0;
 	c->ip = func;
 	kprobe_slots(ctx, c->slots, p);
@@ -1610,7 +1974,9 @@ int fentry_one(void *ctx)
 	struct call *c;
 
 	p = bpf_map_lookup_elem(&plans, &func);
-	if (!p || !(c = push(&s, &d, func, p, (__u64)ctx)))
+	/* 0: --track, which reads arguments with bpf_get_func_arg on
+	 * trampolines, is refused where fentry_one serves (before 5.17). */
+	if (!p || !(c = push(ctx, &s, &d, func, p, (__u64)ctx, 0)))
 		return 0;
 	c->ip = func;
 	ctx_slots(ctx, trawl_nr_slots(), c->slots);
@@ -1684,7 +2050,7 @@ static __always_inline struct call *session_entry(void *ctx, __u32 func, const s
 	if (!cookie)
 		return 0;
 	*cookie = 0;
-	c = push(&s, dp, func, p, kprobe ? ctx_u64(ctx, REG_SP) : (__u64)ctx);
+	c = push(ctx, &s, dp, func, p, kprobe ? ctx_u64(ctx, REG_SP) : (__u64)ctx, kprobe);
 	if (!s)
 		return 0; /* filtered, or no task storage: nothing to pop */
 	*cookie = s->depth; /* depth + 1 of this call */

@@ -71,6 +71,16 @@ enum plan_flag {
 	 * flagged in cap_failed), so that their offsets are known to the
 	 * loader. */
 	PLAN_DEEP = 16,
+	/* --track: the function returns a pointer of the tracked type, which
+	 * joins the journey of a tracked object it received */
+	PLAN_TRACK_RET = 32,
+	/* --track: the function frees objects of the tracked type (a free
+	 * function of internal/session/track.go): it ends their tracking */
+	PLAN_TRACK_FREE = 64,
+	/* --track: the function drops a reference to objects of the type,
+	 * which may free them (see internal/session/track.go): like a free
+	 * function, it starts no journey */
+	PLAN_TRACK_DROP = 128,
 };
 
 /* plan is what the program needs to know about one function. */
@@ -82,6 +92,7 @@ struct plan {
 	__u16 flags; /* PLAN_* */
 	__u16 src[MAX_SLOTS];
 	struct cap caps[MAX_CAPS];
+	__u16 track_slots; /* --track: bit i set when slot i has the tracked type */
 };
 
 /* The attach cookie of a trampoline program (fentry, fsession,
@@ -98,6 +109,7 @@ enum rec_flag {
 	REC_EXIT = 2,      /* exit seen: ret and exit_ts are valid */
 	REC_TRUNCATED = 4, /* the data budget ran out */
 	REC_ORIGIN = 8,    /* the innermost call of an error chain: the error appeared there */
+	REC_TRACK_END = 16, /* --track: the call freed the last object its journey tracked */
 };
 
 /* record is one call as it goes to user space: its header, then data_len
@@ -120,6 +132,7 @@ struct record {
 	__u32 chain; /* --entry --errors: the error chain's number, 0 outside chains */
 	__u32 stack; /* --stack: the id + 1 of its kernel stack in the stacks map, 0 for none */
 	__u32 pad;
+	__u64 track; /* --track: the journey, the address of its first object; 0 for none */
 };
 
 /* A frame is a power of two in size, so the verifier keeps exact bounds
@@ -152,6 +165,10 @@ struct call {
 #define CALL_FRAMED 1 /* its frame in the frames map holds captures */
 #define CALL_DROP 2   /* the entry filter refused it: pop, never send */
 #define CALL_ENTRY 4  /* the outermost --entry call in flight: it opened the gate */
+#define CALL_TRACKED 8  /* --track: it received a tracked object, or started a journey */
+#define CALL_UNWANTED 16 /* --track: the task filters refused it, unless it is tracked */
+#define CALL_TRACK_END 32 /* --track: its exit ends its journey, freed inside it */
+#define CALL_TRACK_START 64 /* --track: it started its journey, named by its first object */
 
 /* shadow is a task's stack of calls in flight. depth counts calls even
  * past MAX_DEPTH, so exits stay matched when the stack overflows. A call
@@ -213,6 +230,11 @@ enum counter {
 	CNT_MISS_CHAIN,   /* calls of a chain lost: evicted from the chain buffer */
 	CNT_MISS_STACK,   /* --stack: entries whose stack the stack map could not take */
 	CNT_STALE_GATES,  /* --entry: gates shut because their entry call's exit was missed */
+	CNT_JOURNEYS,     /* --track: journeys started */
+	CNT_TRACKED,      /* --track: objects tracked (a journey's first and the pointers it returned) */
+	CNT_TRACK_FREED,  /* --track: objects untracked by a free function */
+	CNT_TRACK_EXPIRED, /* --track: objects untracked because no traced call received them in time */
+	CNT_UNTRACKED,    /* --track: entries left out, receiving no tracked object */
 	CNT_MAX,
 };
 
@@ -235,6 +257,13 @@ struct func_stats {
 	__u64 total_ns; /* the durations of the calls whose entry was seen */
 	__u64 max_ns;   /* the longest (set without a lock: a race may keep the other) */
 	__u64 hist[HIST_BUCKETS];
+};
+
+/* tracked is an object --track follows, in the tracks map by its
+ * address: its journey, and when a traced call last received it. */
+struct tracked {
+	__u64 journey;
+	__u64 seen;
 };
 
 /* errno_key counts one function's errors with one errno (0: NULL). */

@@ -55,7 +55,7 @@ const (
 type CaptureFrame struct {
 	_    structs.HostLayout
 	Rec  CaptureRecord
-	Data [1856]uint8
+	Data [1848]uint8
 }
 
 type CaptureFrameKey struct {
@@ -124,6 +124,7 @@ type CapturePlan struct {
 		Off     uint16
 		NetAt   uint16
 	}
+	TrackSlots uint16
 }
 
 type CapturePlanFlag uint32
@@ -134,6 +135,9 @@ const (
 	CapturePlanFlagPLAN_SHOW          CapturePlanFlag = 4
 	CapturePlanFlagPLAN_ENTRY         CapturePlanFlag = 8
 	CapturePlanFlagPLAN_DEEP          CapturePlanFlag = 16
+	CapturePlanFlagPLAN_TRACK_RET     CapturePlanFlag = 32
+	CapturePlanFlagPLAN_TRACK_FREE    CapturePlanFlag = 64
+	CapturePlanFlagPLAN_TRACK_DROP    CapturePlanFlag = 128
 )
 
 type CaptureRecFlag uint32
@@ -143,6 +147,7 @@ const (
 	CaptureRecFlagREC_EXIT      CaptureRecFlag = 2
 	CaptureRecFlagREC_TRUNCATED CaptureRecFlag = 4
 	CaptureRecFlagREC_ORIGIN    CaptureRecFlag = 8
+	CaptureRecFlagREC_TRACK_END CaptureRecFlag = 16
 )
 
 type CaptureRecord struct {
@@ -164,6 +169,7 @@ type CaptureRecord struct {
 	Chain     uint32
 	Stack     uint32
 	Pad       uint32
+	Track     uint64
 }
 
 type CaptureScratch struct {
@@ -198,6 +204,12 @@ const (
 	CaptureSrcFlagSRC_STACK CaptureSrcFlag = 32768
 )
 
+type CaptureTracked struct {
+	_       structs.HostLayout
+	Journey uint64
+	Seen    uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -209,12 +221,14 @@ const (
 	CaptureMapEvents                = "events"
 	CaptureMapFrames                = "frames"
 	CaptureMapFuncIps               = "func_ips"
+	CaptureMapJourneys              = "journeys"
 	CaptureMapPids                  = "pids"
 	CaptureMapPlans                 = "plans"
 	CaptureMapScratches             = "scratches"
 	CaptureMapShadows               = "shadows"
 	CaptureMapStacks                = "stacks"
 	CaptureMapStats                 = "stats"
+	CaptureMapTracks                = "tracks"
 	CaptureProgFentryCapture        = "fentry_capture"
 	CaptureProgFentryOne            = "fentry_one"
 	CaptureProgFexitCapture         = "fexit_capture"
@@ -247,6 +261,8 @@ const (
 	CaptureVarShared                = "shared"
 	CaptureVarShowOn                = "show_on"
 	CaptureVarTaskByHelpers         = "task_by_helpers"
+	CaptureVarTrackOn               = "track_on"
+	CaptureVarTrackTimeout          = "track_timeout"
 	CaptureVarWantStack             = "want_stack"
 )
 
@@ -317,12 +333,14 @@ type CaptureMapSpecs struct {
 	Events     *ebpf.MapSpec `ebpf:"events"`
 	Frames     *ebpf.MapSpec `ebpf:"frames"`
 	FuncIps    *ebpf.MapSpec `ebpf:"func_ips"`
+	Journeys   *ebpf.MapSpec `ebpf:"journeys"`
 	Pids       *ebpf.MapSpec `ebpf:"pids"`
 	Plans      *ebpf.MapSpec `ebpf:"plans"`
 	Scratches  *ebpf.MapSpec `ebpf:"scratches"`
 	Shadows    *ebpf.MapSpec `ebpf:"shadows"`
 	Stacks     *ebpf.MapSpec `ebpf:"stacks"`
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
+	Tracks     *ebpf.MapSpec `ebpf:"tracks"`
 }
 
 // CaptureVariableSpecs contains global variables before they are loaded into the kernel.
@@ -349,6 +367,8 @@ type CaptureVariableSpecs struct {
 	Shared            *ebpf.VariableSpec `ebpf:"shared"`
 	ShowOn            *ebpf.VariableSpec `ebpf:"show_on"`
 	TaskByHelpers     *ebpf.VariableSpec `ebpf:"task_by_helpers"`
+	TrackOn           *ebpf.VariableSpec `ebpf:"track_on"`
+	TrackTimeout      *ebpf.VariableSpec `ebpf:"track_timeout"`
 	WantStack         *ebpf.VariableSpec `ebpf:"want_stack"`
 }
 
@@ -379,12 +399,14 @@ type CaptureMaps struct {
 	Events     *ebpf.Map `ebpf:"events"`
 	Frames     *ebpf.Map `ebpf:"frames"`
 	FuncIps    *ebpf.Map `ebpf:"func_ips"`
+	Journeys   *ebpf.Map `ebpf:"journeys"`
 	Pids       *ebpf.Map `ebpf:"pids"`
 	Plans      *ebpf.Map `ebpf:"plans"`
 	Scratches  *ebpf.Map `ebpf:"scratches"`
 	Shadows    *ebpf.Map `ebpf:"shadows"`
 	Stacks     *ebpf.Map `ebpf:"stacks"`
 	Stats      *ebpf.Map `ebpf:"stats"`
+	Tracks     *ebpf.Map `ebpf:"tracks"`
 }
 
 func (m *CaptureMaps) Close() error {
@@ -396,12 +418,14 @@ func (m *CaptureMaps) Close() error {
 		m.Events,
 		m.Frames,
 		m.FuncIps,
+		m.Journeys,
 		m.Pids,
 		m.Plans,
 		m.Scratches,
 		m.Shadows,
 		m.Stacks,
 		m.Stats,
+		m.Tracks,
 	)
 }
 
@@ -429,6 +453,8 @@ type CaptureVariables struct {
 	Shared            *ebpf.Variable `ebpf:"shared"`
 	ShowOn            *ebpf.Variable `ebpf:"show_on"`
 	TaskByHelpers     *ebpf.Variable `ebpf:"task_by_helpers"`
+	TrackOn           *ebpf.Variable `ebpf:"track_on"`
+	TrackTimeout      *ebpf.Variable `ebpf:"track_timeout"`
 	WantStack         *ebpf.Variable `ebpf:"want_stack"`
 }
 

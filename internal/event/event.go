@@ -29,6 +29,7 @@ const (
 	recEntry     = uint8(bpf.CaptureRecFlagREC_ENTRY)
 	recTruncated = uint8(bpf.CaptureRecFlagREC_TRUNCATED)
 	recOrigin    = uint8(bpf.CaptureRecFlagREC_ORIGIN)
+	recTrackEnd  = uint8(bpf.CaptureRecFlagREC_TRACK_END)
 )
 
 const headerSize = int(unsafe.Sizeof(bpf.CaptureRecord{}))
@@ -129,9 +130,13 @@ func (d *Decoder) Call(r *Record, c *render.Call) error {
 		Args:   c.Args[:0],
 		Show:   c.Show[:0],
 		Chain:  r.Chain,
+		Track:  r.Track,
 	}
 	if r.Flags&recOrigin != 0 {
 		c.Flags |= render.Origin
+	}
+	if r.Flags&recTrackEnd != 0 {
+		c.Flags |= render.TrackEnd
 	}
 	if r.Flags&recEntry == 0 {
 		c.TS = r.ExitTs

@@ -70,6 +70,35 @@ type Plan struct {
 	Deep []Deep
 	// Packets are the packet headers of the sk_buff arguments.
 	Packets []Packet
+	// Track is set with --track: which arguments have the tracked
+	// pointer type (see MarkTrack).
+	Track Track
+}
+
+// Track says how a function handles objects of the type --track follows.
+type Track struct {
+	// Args are the indices of the arguments of the type.
+	Args []int
+	// Ret is set when the function returns a pointer of the type.
+	Ret bool
+	// Free is set when the function frees the objects of the type it
+	// receives, Drop when it drops a reference to them.
+	Free, Drop bool
+}
+
+// MarkTrack notes in p.Track the arguments and the return value whose
+// type is, as is tells, the type --track follows; life is the function's
+// part in the end of such objects' life (a Track with Free or Drop set).
+// It returns whether an argument has the type.
+func (p *Plan) MarkTrack(is func(btf.Type) bool, life Track) bool {
+	p.Track = Track{Free: life.Free, Drop: life.Drop}
+	for i, a := range p.Args {
+		if a.NumSlots == 1 && is(a.Type) {
+			p.Track.Args = append(p.Track.Args, i)
+		}
+	}
+	p.Track.Ret = p.Ret.Type != nil && is(p.Ret.Type)
+	return len(p.Track.Args) > 0
 }
 
 // Arg is one argument of a plan.

@@ -60,6 +60,13 @@ type Config struct {
 	// Aggregate counts the calls in the kernel (FunctionStats) instead
 	// of sending them.
 	Aggregate bool
+	// Track is the type --track follows (or the name of arguments of
+	// it), TrackTimeout how long an object no call receives stays
+	// tracked (0: no limit), TrackObjects how many are tracked at once
+	// (0: DefaultTrackObjects).
+	Track        string
+	TrackTimeout time.Duration
+	TrackObjects int
 }
 
 // errTooManySlots leaves out functions whose arguments take more slots
@@ -80,7 +87,9 @@ type Session struct {
 	// stacks symbolises the calls' kernel stacks, with --stack.
 	stacks *stackFrames
 	// entries are the functions --entry selected.
-	entries   map[*kernel.Function]bool
+	entries map[*kernel.Function]bool
+	// track is set with --track.
+	track     *tracker
 	capture   backend.Capture
 	attached  *backend.Attachment
 	fork      link.Link
@@ -164,8 +173,21 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe Probe) error {
 	if s.Selection, s.entries, err = selectWithEntries(cat, cfg.Patterns, cfg.Entries); err != nil {
 		return err
 	}
+	if cfg.Track != "" {
+		if s.track, err = newTracker(cfg.Track, s.Selection.Selected); err != nil {
+			return err
+		}
+		s.track.addLifeFuncs(cat, s.Selection)
+	}
 	if s.Backend, _, err = Choose(cfg.Backend, s.Selection, probe); err != nil {
 		return err
+	}
+	if s.track != nil && s.Backend == backend.Fentry {
+		// fentry's programs before 5.17 (fentry_one) read the arguments
+		// they save, not those --track looks for in other calls.
+		if err := features.FuncArgHelpers(); err != nil {
+			return fmt.Errorf("--track with the fentry backend: %w (choose the kprobe backend)", err)
+		}
 	}
 	return s.Backend.Fits(len(s.Selection.Selected))
 }
@@ -194,6 +216,10 @@ func (s *Session) plan(cfg Config) error {
 			s.planSkips.Add(skip.Reason(err), fn.Name)
 			continue
 		}
+		if s.track != nil && !p.MarkTrack(s.track.isType, s.track.life[fn.Name]) {
+			s.planSkips.Add(s.track.skipReason(), fn.Name)
+			continue
+		}
 		if cfg.Aggregate && cfg.Filter == "" {
 			// Only counted: no memory behind the arguments is needed.
 			for i := range p.Args {
@@ -202,6 +228,10 @@ func (s *Session) plan(cfg Config) error {
 			p.Deep, p.Packets = nil, nil
 		}
 		body, reason := s.flt.compile(p)
+		if reason != "" && s.track != nil {
+			// It cannot start a journey, but it can be in one.
+			body, reason = s.track.cannotStart(reason, fn.Name, s.flt.expr != nil), ""
+		}
 		if reason != "" {
 			s.planSkips.Add(reason, fn.Name)
 			s.flt.leaveOut(reason, fn.Name)
@@ -216,6 +246,9 @@ func (s *Session) plan(cfg Config) error {
 	}
 	s.flt.notify(cfg.Notify)
 	s.show.notify(cfg.Notify)
+	if s.track != nil {
+		s.track.notify(cfg.Notify)
+	}
 	if err := s.checkEntries(); err != nil {
 		return err
 	}
@@ -258,6 +291,9 @@ func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
 		return err
 	}
 	if err := configureStacks(spec, cfg); err != nil {
+		return err
+	}
+	if err := configureTrack(spec, cfg); err != nil {
 		return err
 	}
 	if err := s.flt.configure(spec, s.targets); err != nil {
@@ -537,6 +573,9 @@ type Counts struct {
 	// Counted counts the calls an aggregating session counted in the
 	// kernel.
 	Counted uint64
+	// TrackEvicted counts, with --track, the objects the kernel's map
+	// of tracked objects evicted, being full.
+	TrackEvicted uint64
 	// Attached counts the functions attached, Skipped lists the others.
 	Attached int
 	Skipped  skip.Reasons
@@ -567,6 +606,17 @@ func (s *Session) Counts() (Counts, error) {
 	if s.aggregate {
 		if c.Counted, err = s.counted(); err != nil {
 			return c, err
+		}
+	}
+	if s.track != nil {
+		live, err := trackedNow(s.capture.Collection.Maps[bpf.CaptureMapTracks])
+		if err != nil {
+			return c, fmt.Errorf("read the tracked objects: %w", err)
+		}
+		// Exact once nothing runs; while tracing, an estimate.
+		gone := c.Counters["CNT_TRACK_FREED"] + c.Counters["CNT_TRACK_EXPIRED"] + live
+		if tracked := c.Counters["CNT_TRACKED"]; tracked > gone {
+			c.TrackEvicted = tracked - gone
 		}
 	}
 	return c, nil
