@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -424,6 +425,7 @@ func (t *Traces) Shutdown(ctx context.Context) error {
 	}
 	t.closed = true
 	close(t.in)
+	start := time.Now()
 	select {
 	case <-t.done:
 	case <-ctx.Done():
@@ -431,10 +433,13 @@ func (t *Traces) Shutdown(ctx context.Context) error {
 		<-t.done
 	}
 	t.cancel()
+	sent := time.Now()
 	// What is left holds nothing that was queued: short.
-	sctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	sctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := errors.Join(t.provider.Shutdown(sctx), t.exp.Shutdown(sctx)); err != nil && ctx.Err() == nil {
+	err := errors.Join(t.provider.Shutdown(sctx), t.exp.Shutdown(sctx))
+	slog.Debug("otlp: traces shut down", "sending", sent.Sub(start), "exporter", time.Since(sent))
+	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("shut the OTLP trace exporter down: %w", err)
 	}
 	return nil
