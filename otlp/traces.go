@@ -39,10 +39,11 @@ const maxTasks = 1 << 16
 
 // TraceStats count what became of the spans.
 type TraceStats struct {
-	// Spans counts the calls made spans, Exported those the collector
-	// took, Dropped those the full queue had no room for, Failed those
-	// whose export failed or that were still queued when the exporter
-	// was shut down.
+	// Spans counts the calls given to Call, Exported the spans the
+	// collector took, Dropped the calls the full queue had no room for,
+	// Failed the spans whose export failed and the calls still queued
+	// when a shutdown ran out of time (or given after it):
+	// Spans = Exported + Dropped + Failed once shut down.
 	Spans, Exported, Dropped, Failed uint64
 	// Err is the last export error, nil if none failed; one cut short by
 	// Shutdown only if none failed before.
