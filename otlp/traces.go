@@ -416,10 +416,11 @@ func (t *Traces) Close() error {
 	return t.Shutdown(ctx)
 }
 
-// Shutdown sends the spans still queued until ctx is done, counts those
-// it could not send as Failed, and shuts the exporter down. It returns
-// once ctx is done at the latest. Call it on Call's goroutine; calls
-// after it count as Failed.
+// Shutdown sends the spans still queued until ctx is done, shuts the
+// exporter down, and returns; when ctx is done first, it returns then,
+// with ctx's error, and counts every span not yet sent as Failed, while
+// the sender and the exporter end in the background. Call it on Call's
+// goroutine; calls after it count as Failed.
 func (t *Traces) Shutdown(ctx context.Context) error {
 	if t.closed {
 		return nil
@@ -427,20 +428,28 @@ func (t *Traces) Shutdown(ctx context.Context) error {
 	t.closed = true
 	close(t.in)
 	start := time.Now()
+	shut := func() error {
+		// Nothing queued is left: short.
+		sctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		return errors.Join(t.provider.Shutdown(sctx), t.exp.Shutdown(sctx))
+	}
 	select {
 	case <-t.done:
 	case <-ctx.Done():
 		t.cancel()
-		<-t.done
+		slog.Debug("otlp: traces shut down, cut short", "after", time.Since(start))
+		go func() {
+			<-t.done
+			shut()
+		}()
+		return ctx.Err()
 	}
 	t.cancel()
 	sent := time.Now()
-	// What is left holds nothing that was queued: short.
-	sctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	err := errors.Join(t.provider.Shutdown(sctx), t.exp.Shutdown(sctx))
+	err := shut()
 	slog.Debug("otlp: traces shut down", "sending", sent.Sub(start), "exporter", time.Since(sent))
-	if err != nil && ctx.Err() == nil {
+	if err != nil {
 		return fmt.Errorf("shut the OTLP trace exporter down: %w", err)
 	}
 	return nil
@@ -450,7 +459,15 @@ func (t *Traces) Shutdown(ctx context.Context) error {
 func (t *Traces) Stats() TraceStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return TraceStats{Spans: t.spans.Load(), Exported: t.exported.Load(), Dropped: t.dropped.Load(), Failed: t.failed.Load(), Err: t.err}
+	// Spans last: it counts a call before the others do.
+	st := TraceStats{Exported: t.exported.Load(), Dropped: t.dropped.Load(), Failed: t.failed.Load(), Err: t.err}
+	st.Spans = t.spans.Load()
+	if t.abort.Err() != nil {
+		// Shut down: what was not sent failed (the sender, if it is still
+		// ending, sends nothing more).
+		st.Failed = st.Spans - st.Exported - st.Dropped
+	}
+	return st
 }
 
 // collect is the span processor that puts each span ended into the
