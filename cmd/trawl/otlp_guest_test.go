@@ -216,6 +216,10 @@ func readSpans(t *testing.T, path string) []*otlpSpan {
 	return spans
 }
 
+// otlpSummaryLimit bounds the time from SIGINT to the summary's export
+// line under emulation.
+const otlpSummaryLimit = 5 * time.Second
+
 // otlpLine is the summary's line about the export.
 var otlpLine = regexp.MustCompile(`trawl: otlp: (\d+) spans: (\d+) exported, (\d+) dropped \(export queue full\), (\d+) not exported`)
 
@@ -438,8 +442,11 @@ func TestOTLPCollectorDown(t *testing.T) {
 			}
 			last := strings.Join(regexp.MustCompile(`otlp: (last export|traces shut down).*`).FindAllString(errOut.String(), -1), "; ")
 			t.Logf("summary %v after SIGINT, exit %v after; %s", summed.Sub(stopped).Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond), last)
-			if took := summed.Sub(stopped); took > 2*time.Second {
-				t.Errorf("the summary came %v after SIGINT, want about a second at most", took)
+			// The export's share is bounded at 200 ms after SIGINT, the
+			// drain at 500 ms; emulation on a busy host stalls the guest for
+			// seconds at times (0.6 to 1.5 s is usual), a hang is minutes.
+			if took := summed.Sub(stopped); took > otlpSummaryLimit {
+				t.Errorf("the summary came %v after SIGINT, want about a second, at most %v under emulation", took, otlpSummaryLimit)
 			}
 			m := otlpLine.FindStringSubmatch(errOut.String())
 			if m == nil {
