@@ -62,8 +62,8 @@ type Options struct {
 	// http://HOST:PORT[/PREFIX] and https://... (HTTP/protobuf, to
 	// PREFIX/v1/traces and PREFIX/v1/metrics).
 	URL string
-	// QueueSize bounds the spans waiting to be exported; those that find
-	// it full are dropped. 0 means DefaultQueueSize.
+	// QueueSize bounds the calls waiting to be made spans and sent; those
+	// that find it full are dropped. 0 means DefaultQueueSize.
 	QueueSize int
 	// BatchSize is the most spans sent in one request; 0 means
 	// DefaultBatchSize.

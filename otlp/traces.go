@@ -5,9 +5,12 @@ package otlp
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,10 +39,11 @@ const maxTasks = 1 << 16
 
 // TraceStats count what became of the spans.
 type TraceStats struct {
-	// Spans counts the calls made spans, Exported those the collector
-	// took, Dropped those the full queue had no room for, Failed those
-	// whose export failed or that were still queued when the exporter
-	// was shut down.
+	// Spans counts the calls given to Call, Exported the spans the
+	// collector took, Dropped the calls the full queue had no room for,
+	// Failed the spans whose export failed and the calls still queued
+	// when a shutdown ran out of time (or given after it):
+	// Spans = Exported + Dropped + Failed once shut down.
 	Spans, Exported, Dropped, Failed uint64
 	// Err is the last export error, nil if none failed; one cut short by
 	// Shutdown only if none failed before.
@@ -47,18 +51,31 @@ type TraceStats struct {
 }
 
 // Traces exports each call as a span. Call it from one goroutine, as the
-// pipeline does with every render.Renderer.
+// pipeline does with every render.Renderer: it only queues a copy of the
+// call, and a goroutine of its own makes the spans and sends them.
 type Traces struct {
 	provider *sdktrace.TracerProvider
 	tracer   trace.Tracer
 	ids      *presetIDs
-	queue    *queue
-	wall     int64
-	spans    uint64
-	// tasks holds, per thread, the ids of the spans of the calls in
-	// progress, by depth: a call's span id is chosen when its first child
-	// ends, before the call itself does.
+	exp      sdktrace.SpanExporter
+	opts     Options
+	in       chan render.Call
+	closed   bool // by Shutdown, on Call's goroutine
+	// abort, cancelled when a shutdown runs out of time, ends the export
+	// in flight and makes the sender count the rest as failed.
+	abort  context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	spans, dropped, exported, failed atomic.Uint64
+	mu                               sync.Mutex
+	err                              error
+
+	// The sender's: per thread, the ids of the spans of the calls in
+	// progress, by depth (a call's span id is chosen when its first child
+	// ends, before the call itself does); the spans ended and not sent.
 	tasks map[uint32][]openCall
+	batch []sdktrace.ReadOnlySpan
 	attrs []attribute.KeyValue
 	json  []byte
 }
@@ -108,28 +125,111 @@ func NewTracesTo(exp sdktrace.SpanExporter, opts Options) (*Traces, error) {
 		}
 		opts.WallOffset = off
 	}
-	q := newQueue(exp, opts)
-	ids := &presetIDs{}
-	p := sdktrace.NewTracerProvider(
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultInterval
+	}
+	t := &Traces{
+		ids:   &presetIDs{},
+		exp:   exp,
+		opts:  opts,
+		in:    make(chan render.Call, opts.QueueSize),
+		done:  make(chan struct{}),
+		tasks: map[uint32][]openCall{},
+		batch: make([]sdktrace.ReadOnlySpan, 0, opts.BatchSize),
+	}
+	t.abort, t.cancel = context.WithCancel(context.Background())
+	t.provider = sdktrace.NewTracerProvider(
 		sdktrace.WithResource(newResource(opts.Kernel)),
-		sdktrace.WithIDGenerator(ids),
+		sdktrace.WithIDGenerator(t.ids),
 		sdktrace.WithSampler(sdktrace.AlwaysSample()),
-		sdktrace.WithSpanProcessor(q),
-		sdktrace.WithRawSpanLimits(sdktrace.SpanLimits{AttributeValueLengthLimit: -1, AttributeCountLimit: -1, EventCountLimit: 0, LinkCountLimit: 0, AttributePerEventCountLimit: 0, AttributePerLinkCountLimit: 0}),
+		sdktrace.WithSpanProcessor(collect{t}),
+		sdktrace.WithRawSpanLimits(sdktrace.SpanLimits{AttributeValueLengthLimit: -1, AttributeCountLimit: -1}),
 	)
-	return &Traces{
-		provider: p,
-		tracer:   p.Tracer(scope, trace.WithInstrumentationVersion(trawl.Version().Version)),
-		ids:      ids,
-		queue:    q,
-		wall:     opts.WallOffset,
-		tasks:    map[uint32][]openCall{},
-	}, nil
+	t.tracer = t.provider.Tracer(scope, trace.WithInstrumentationVersion(trawl.Version().Version))
+	go t.send()
+	return t, nil
 }
 
-// Call makes c a span and queues it; a full queue drops it (counted).
+// Call queues a copy of c, to be made a span and sent; a full queue
+// drops it (counted).
 func (t *Traces) Call(c *render.Call) error {
-	t.spans++
+	t.spans.Add(1)
+	if t.closed {
+		t.failed.Add(1)
+		return nil
+	}
+	cp := *c
+	cp.Args = slices.Clone(c.Args)
+	cp.Show = slices.Clone(c.Show)
+	select {
+	case t.in <- cp:
+	default:
+		t.dropped.Add(1)
+	}
+	return nil
+}
+
+// send makes the queued calls spans and sends them in batches, a batch
+// when it is full or Interval after its first span, until the queue is
+// closed and empty.
+func (t *Traces) send() {
+	defer close(t.done)
+	timer := time.NewTimer(t.opts.Interval)
+	timer.Stop()
+	for {
+		select {
+		case c, ok := <-t.in:
+			if !ok {
+				t.export()
+				return
+			}
+			if t.abort.Err() != nil {
+				t.failed.Add(1)
+				continue
+			}
+			if len(t.batch) == 0 {
+				timer.Reset(t.opts.Interval)
+			}
+			t.span(&c)
+			if len(t.batch) >= t.opts.BatchSize {
+				t.export()
+			}
+		case <-timer.C:
+			t.export()
+		}
+	}
+}
+
+// export sends the batch, counting its spans as exported or failed.
+func (t *Traces) export() {
+	batch := t.batch
+	t.batch = make([]sdktrace.ReadOnlySpan, 0, t.opts.BatchSize)
+	if len(batch) == 0 {
+		return
+	}
+	if t.abort.Err() != nil {
+		t.failed.Add(uint64(len(batch)))
+		return
+	}
+	ctx, cancel := context.WithTimeout(t.abort, t.opts.Timeout)
+	err := t.exp.ExportSpans(ctx, batch)
+	cancel()
+	if err != nil {
+		t.failed.Add(uint64(len(batch)))
+		t.mu.Lock()
+		// An export cut short by the shutdown says less than the
+		// failure before it.
+		if t.err == nil || t.abort.Err() == nil {
+			t.err = err
+		}
+		t.mu.Unlock()
+		return
+	}
+	t.exported.Add(uint64(len(batch)))
+}
+
+// span makes c a span, ended into the batch.
+func (t *Traces) span(c *render.Call) {
 	traceID, parent, self := t.link(c)
 	ctx := context.Background()
 	if parent.IsValid() {
@@ -138,13 +238,12 @@ func (t *Traces) Call(c *render.Call) error {
 		}))
 	}
 	t.ids.trace, t.ids.span = traceID, self
-	start := time.Unix(0, int64(c.TS)+t.wall)
+	start := time.Unix(0, int64(c.TS)+t.opts.WallOffset)
 	_, span := t.tracer.Start(ctx, validUTF8(c.Func), trace.WithTimestamp(start), trace.WithAttributes(t.attributes(c)...))
 	if c.Ret.Kind == render.KindErrno {
 		span.SetStatus(codes.Error, errnoName(&c.Ret))
 	}
 	span.End(trace.WithTimestamp(start.Add(time.Duration(c.Duration))))
-	return nil
 }
 
 // link returns the ids of c's trace, of its caller's span (invalid for an
@@ -305,31 +404,80 @@ func validUTF8(s string) string {
 	return b.String()
 }
 
-// Flush does nothing: the queue sends the spans at least every
+// Flush does nothing: the spans are sent at least every
 // Options.Interval.
 func (t *Traces) Flush() error { return nil }
 
 // Close sends the spans still queued, for at most Options.Timeout, and
 // shuts the exporter down; see Shutdown.
 func (t *Traces) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), t.queue.opts.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), t.opts.Timeout)
 	defer cancel()
 	return t.Shutdown(ctx)
 }
 
-// Shutdown sends the spans still queued until ctx is done, counts those
-// it could not send as Failed, and shuts the exporter down. It returns
-// once ctx is done at the latest.
+// Shutdown sends the spans still queued until ctx is done, shuts the
+// exporter down, and returns; when ctx is done first, it returns then,
+// with ctx's error, and counts every span not yet sent as Failed, while
+// the sender and the exporter end in the background. Call it on Call's
+// goroutine; calls after it count as Failed.
 func (t *Traces) Shutdown(ctx context.Context) error {
-	return t.provider.Shutdown(ctx)
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	close(t.in)
+	start := time.Now()
+	shut := func() error {
+		// Nothing queued is left: short.
+		sctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		return errors.Join(t.provider.Shutdown(sctx), t.exp.Shutdown(sctx))
+	}
+	select {
+	case <-t.done:
+	case <-ctx.Done():
+		t.cancel()
+		slog.Debug("otlp: traces shut down, cut short", "after", time.Since(start))
+		go func() {
+			<-t.done
+			shut()
+		}()
+		return ctx.Err()
+	}
+	t.cancel()
+	sent := time.Now()
+	err := shut()
+	slog.Debug("otlp: traces shut down", "sending", sent.Sub(start), "exporter", time.Since(sent))
+	if err != nil {
+		return fmt.Errorf("shut the OTLP trace exporter down: %w", err)
+	}
+	return nil
 }
 
 // Stats returns what became of the spans so far.
 func (t *Traces) Stats() TraceStats {
-	st := t.queue.stats()
-	st.Spans = t.spans
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// Spans last: it counts a call before the others do.
+	st := TraceStats{Exported: t.exported.Load(), Dropped: t.dropped.Load(), Failed: t.failed.Load(), Err: t.err}
+	st.Spans = t.spans.Load()
+	if t.abort.Err() != nil {
+		// Shut down: what was not sent failed (the sender, if it is still
+		// ending, sends nothing more).
+		st.Failed = st.Spans - st.Exported - st.Dropped
+	}
 	return st
 }
+
+// collect is the span processor that puts each span ended into the
+// batch; the SDK calls it on the sender's goroutine.
+type collect struct{ t *Traces }
+
+func (collect) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (p collect) OnEnd(s sdktrace.ReadOnlySpan)                 { p.t.batch = append(p.t.batch, s) }
+func (collect) Shutdown(context.Context) error                  { return nil }
+func (collect) ForceFlush(context.Context) error                { return nil }
 
 // presetIDs gives the SDK the ids Call chose for the span it starts.
 type presetIDs struct {
@@ -356,164 +504,4 @@ func newSpanID() trace.SpanID {
 		binary.LittleEndian.PutUint64(id[:], rand.Uint64())
 	}
 	return id
-}
-
-// queue is a span processor that sends the spans in batches from a
-// bounded queue, dropping (and counting) those that find it full.
-type queue struct {
-	exp  sdktrace.SpanExporter
-	opts Options
-	in   chan sdktrace.ReadOnlySpan
-	// flush asks the sender to send what it holds now.
-	flush chan chan struct{}
-	// abort, cancelled when a shutdown runs out of time, ends the export
-	// in flight and makes the sender count the rest as failed.
-	abort  context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
-	closed atomic.Bool
-
-	dropped, exported, failed atomic.Uint64
-	mu                        sync.Mutex
-	err                       error
-}
-
-func newQueue(exp sdktrace.SpanExporter, opts Options) *queue {
-	q := &queue{exp: exp, opts: opts, in: make(chan sdktrace.ReadOnlySpan, opts.QueueSize),
-		flush: make(chan chan struct{}), done: make(chan struct{})}
-	if q.opts.Interval <= 0 {
-		q.opts.Interval = DefaultInterval
-	}
-	q.abort, q.cancel = context.WithCancel(context.Background())
-	go q.send()
-	return q
-}
-
-// OnStart does nothing.
-func (q *queue) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-
-// OnEnd queues s, or drops it when the queue is full or shut down.
-func (q *queue) OnEnd(s sdktrace.ReadOnlySpan) {
-	if q.closed.Load() {
-		q.failed.Add(1)
-		return
-	}
-	select {
-	case q.in <- s:
-	default:
-		q.dropped.Add(1)
-	}
-}
-
-// send sends the queued spans in batches, a batch when it is full or
-// Interval after its first span, until the queue is closed and empty.
-func (q *queue) send() {
-	defer close(q.done)
-	batch := make([]sdktrace.ReadOnlySpan, 0, q.opts.BatchSize)
-	timer := time.NewTimer(q.opts.Interval)
-	defer timer.Stop()
-	for {
-		select {
-		case s, ok := <-q.in:
-			if !ok {
-				q.export(batch)
-				return
-			}
-			if len(batch) == 0 {
-				timer.Reset(q.opts.Interval)
-			}
-			batch = append(batch, s)
-			if len(batch) < q.opts.BatchSize {
-				continue
-			}
-		case <-timer.C:
-		case done := <-q.flush:
-			for n := len(q.in); n > 0; n-- {
-				if batch = append(batch, <-q.in); len(batch) == q.opts.BatchSize {
-					q.export(batch)
-					batch = batch[:0]
-				}
-			}
-			q.export(batch)
-			batch = batch[:0]
-			close(done)
-			continue
-		}
-		q.export(batch)
-		batch = batch[:0]
-	}
-}
-
-// export sends batch, counting its spans as exported or failed.
-func (q *queue) export(batch []sdktrace.ReadOnlySpan) {
-	if len(batch) == 0 {
-		return
-	}
-	if q.abort.Err() != nil {
-		q.failed.Add(uint64(len(batch)))
-		return
-	}
-	ctx, cancel := context.WithTimeout(q.abort, q.opts.Timeout)
-	err := q.exp.ExportSpans(ctx, batch)
-	cancel()
-	if err != nil {
-		q.failed.Add(uint64(len(batch)))
-		q.mu.Lock()
-		// An export cut short by the shutdown says less than the
-		// failure before it.
-		if q.err == nil || q.abort.Err() == nil {
-			q.err = err
-		}
-		q.mu.Unlock()
-		return
-	}
-	q.exported.Add(uint64(len(batch)))
-}
-
-// ForceFlush sends what is queued now.
-func (q *queue) ForceFlush(ctx context.Context) error {
-	if q.closed.Load() {
-		return nil
-	}
-	done := make(chan struct{})
-	select {
-	case q.flush <- done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Shutdown sends what is queued until ctx is done, then counts the rest
-// as failed, and shuts the exporter down.
-func (q *queue) Shutdown(ctx context.Context) error {
-	if q.closed.Swap(true) {
-		return nil
-	}
-	close(q.in)
-	select {
-	case <-q.done:
-	case <-ctx.Done():
-		q.cancel()
-		<-q.done
-	}
-	q.cancel()
-	// The exporter's own shutdown waits for nothing the queue holds.
-	sctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	if err := q.exp.Shutdown(sctx); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("shut the OTLP trace exporter down: %w", err)
-	}
-	return nil
-}
-
-func (q *queue) stats() TraceStats {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return TraceStats{Exported: q.exported.Load(), Dropped: q.dropped.Load(), Failed: q.failed.Load(), Err: q.err}
 }

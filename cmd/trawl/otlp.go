@@ -20,7 +20,7 @@ import (
 // otlpStopTime bounds the last export after an interrupt, so that Ctrl-C
 // still stops trawl within a second; after a trace that ended by itself
 // the export has otlp.DefaultTimeout.
-const otlpStopTime = 250 * time.Millisecond
+const otlpStopTime = 200 * time.Millisecond
 
 // otlpOutput is the renderer of a run with --otlp: it writes the calls
 // with the format's renderer, if any, and exports each as a span
@@ -108,12 +108,14 @@ func (o *otlpOutput) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	// Export failures are counted and shown by summary.
+	start := time.Now()
 	if o.traces != nil {
 		o.traces.Shutdown(ctx)
 	}
 	if o.metrics != nil {
 		o.metrics.Shutdown(ctx)
 	}
+	slog.Debug("otlp: last export", "took", time.Since(start), "limit", timeout)
 	return err
 }
 

