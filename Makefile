@@ -4,7 +4,7 @@
 # host unit tests and the privileged tests in every test bed guest.
 
 GO      ?= go
-KERNELS := amd64-6.1 amd64-6.12 amd64-7.3 arm64-6.12 arm64-7.3
+KERNELS := amd64-5.10 amd64-6.1 amd64-6.12 amd64-7.3 arm64-5.10 arm64-6.12 arm64-7.3
 # KERNEL picks the guests of `make vmtest`: one ID or a space-separated list.
 KERNEL  ?= $(KERNELS)
 export CGO_ENABLED := 0

@@ -3,6 +3,9 @@
 package trawl
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"github.com/trawl-dev/trawl/internal/selector"
@@ -53,14 +56,37 @@ func ChooseBackend(cfg Config) (name, why string, err error) {
 }
 
 // Features is what the running kernel offers for tracing, one probe a
-// feature.
-type Features struct{ report features.Report }
+// feature, and what BackendAuto picks there.
+type Features struct {
+	report features.Report
+	auto   []session.AutoChoice
+}
 
 // ProbeFeatures probes the running kernel for each attach mechanism.
-func ProbeFeatures() Features { return Features{features.Probe()} }
+func ProbeFeatures() Features {
+	return Features{features.Probe(), session.AutoChoices(session.LiveProbe)}
+}
 
-// String lists the features one a line: name, yes or no, and why not.
-func (f Features) String() string { return f.report.String() }
+// String lists the features one a line: name, yes or no, and why not;
+// then the backends BackendAuto picks, by the number of functions
+// selected.
+func (f Features) String() string {
+	var picks []string
+	for _, a := range f.auto {
+		n := fmt.Sprintf("%d-%d functions", a.Min, a.Max)
+		switch {
+		case a.Min == 1 && a.Max == 0:
+			n = "any number of functions"
+		case a.Max == 0:
+			n = fmt.Sprintf("%d or more", a.Min)
+		}
+		picks = append(picks, a.Backend.Name+" for "+n)
+	}
+	if len(picks) == 0 {
+		picks = []string{"nothing: no backend can attach on this kernel"}
+	}
+	return f.report.String() + fmt.Sprintf("%-15s %s\n", "auto picks", strings.Join(picks, ", "))
+}
 
 // Markdown returns the features as a row of a Markdown table for the
 // kernel named kernel, below FeaturesMarkdownHeader.

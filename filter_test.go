@@ -130,7 +130,9 @@ func TestFilters(t *testing.T) {
 // function, does.
 func TestFilterErrors(t *testing.T) {
 	guest.Require(t)
-	cfg := trawl.Config{Patterns: []string{"bpf_fentry_test1", "bpf_fentry_test2"}, Backend: trawl.BackendFentry, PIDs: []int{os.Getpid()}}
+	// auto: fentry or fsession where the kernel has them, kprobe on
+	// arm64-5.10.
+	cfg := trawl.Config{Patterns: []string{"bpf_fentry_test1", "bpf_fentry_test2"}, Backend: trawl.BackendAuto, PIDs: []int{os.Getpid()}}
 	cfg.Filter = "a == = 1"
 	if _, err := trawl.Open(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "column 6\n  a == = 1\n       ^") {
 		t.Errorf("bad expression: %v", err)

@@ -18,11 +18,13 @@ func newFeaturesCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "features [flags] [PATTERN...]",
 		Short: "Show the attach mechanisms the kernel supports, and the backend auto picks",
-		Long: `features probes the running kernel for each attach mechanism trawl's backends
-use (fentry, function arguments, kprobe.multi, kprobe.session, fsession,
-tracing_multi) and says for each missing one why: a kernel too old, or one
-built without CONFIG_FPROBE. With patterns, it also says which backend
---backend auto picks for them, and why.`,
+		Long: `features probes the running kernel for each feature trawl's backends use
+(kprobes, fentry, the ring buffer, task storage, bpf_get_current_task_btf,
+pointer arguments of global functions, function arguments, kprobe.multi,
+kprobe.session, fsession, tracing_multi) and says for each missing one why:
+a kernel too old, or one built without CONFIG_FPROBE; then which backend
+--backend auto picks, by the number of functions. With patterns, it also
+says which backend auto picks for them, and why.`,
 		Example: `  trawl features
   trawl features 'tcp_*'`,
 		ValidArgsFunction: completePatterns,

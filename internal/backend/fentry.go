@@ -106,7 +106,7 @@ func checkMemory(n int, cost perFunction, available int64) error {
 	if need <= available/2 {
 		return nil
 	}
-	return fmt.Errorf("%w: %d functions would hold about %d MB of kernel memory (%d KB each), more than half of the %d MB available: select fewer functions, or use kprobe-multi, kprobe-session or tracing-multi, which attach any number through one program",
+	return fmt.Errorf("%w: %d functions would hold about %d MB of kernel memory (%d KB each), more than half of the %d MB available: select fewer functions, or use kprobe-multi, kprobe-session or tracing-multi where the kernel has them (trawl features), which attach any number through one program",
 		ErrNotEnoughMemory, n, need>>20, cost.memory>>10, available>>20)
 }
 

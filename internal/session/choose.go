@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/trawl-dev/trawl/internal/backend"
+	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/selector"
 )
 
@@ -115,4 +116,34 @@ func noBackend(probe Probe) error {
 		}
 	}
 	return fmt.Errorf("no backend can attach on this kernel: %s", strings.Join(why, "; "))
+}
+
+// AutoChoice is what Auto picks for selections of a range of sizes.
+type AutoChoice struct {
+	// Min and Max bound the number of functions, Max 0 for no bound.
+	Min, Max int
+	Backend  *backend.Backend
+}
+
+// AutoChoices returns what Auto picks for selections of vmlinux functions
+// of every size on the kernel probe describes, in ranges of sizes with
+// the same pick, smallest first; none when no backend can attach.
+func AutoChoices(probe Probe) []AutoChoice {
+	var choices []AutoChoice
+	for _, r := range [][2]int{{1, autoSessionMax}, {autoSessionMax + 1, autoTrampolineMax}, {autoTrampolineMax + 1, 0}} {
+		sel := &selector.Selection{}
+		for i := range r[0] {
+			sel.Selected = append(sel.Selected, &kernel.Function{Name: fmt.Sprint("f", i)})
+		}
+		b, _ := auto(sel, probe)
+		if b == nil {
+			return nil
+		}
+		if n := len(choices); n > 0 && choices[n-1].Backend == b {
+			choices[n-1].Max = r[1]
+			continue
+		}
+		choices = append(choices, AutoChoice{Min: r[0], Max: r[1], Backend: b})
+	}
+	return choices
 }

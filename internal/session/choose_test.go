@@ -99,3 +99,28 @@ func TestRegistry(t *testing.T) {
 		}
 	}
 }
+
+func TestAutoChoices(t *testing.T) {
+	for _, c := range []struct {
+		kernel []string
+		want   string
+	}{
+		{[]string{"fentry", "kprobe-multi", "kprobe-session", "fsession", "tracing-multi"}, "1-8 fsession, 9+ tracing-multi"},
+		{[]string{"fentry", "kprobe-multi", "kprobe-session"}, "1-20 fentry, 21+ kprobe-session"},
+		{[]string{"fentry", "kprobe"}, "1+ fentry"},
+		{[]string{"kprobe"}, "1+ kprobe"},
+		{nil, ""},
+	} {
+		var got []string
+		for _, a := range AutoChoices(kernelWith(c.kernel...)) {
+			r := fmt.Sprintf("%d-%d", a.Min, a.Max)
+			if a.Max == 0 {
+				r = fmt.Sprintf("%d+", a.Min)
+			}
+			got = append(got, r+" "+a.Backend.Name)
+		}
+		if strings.Join(got, ", ") != c.want {
+			t.Errorf("%v: %q, want %q", c.kernel, strings.Join(got, ", "), c.want)
+		}
+	}
+}

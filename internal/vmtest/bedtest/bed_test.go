@@ -15,6 +15,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
@@ -76,6 +78,9 @@ func fire(t *testing.T, m *ebpf.Map, n int) uint64 {
 
 func TestFentryFires(t *testing.T) {
 	guest.Require(t)
+	if err := features.Fentry(); errors.Is(err, ebpf.ErrNotSupported) {
+		t.Skipf("kernel %s: %v", guest.Kernel(), err) // arm64 before 6.0
+	}
 	prog, m := counter(t, &ebpf.ProgramSpec{
 		Type:       ebpf.Tracing,
 		AttachType: ebpf.AttachTraceFEntry,
