@@ -11,8 +11,13 @@ import (
 )
 
 // maxJourney bounds the calls buffered for one journey: a longer one is
-// written as far as it got, and goes on in a new group.
-const maxJourney = 1 << 16
+// written as far as it got, and goes on in a new group. maxOpen bounds
+// the calls buffered for all journeys: past it, every open journey is
+// written as far as it got.
+const (
+	maxJourney = 1 << 16
+	maxOpen    = 1 << 18
+)
 
 // Journeys writes the calls of a session that tracks objects
 // (trawl.Config Track) grouped by journey (Call.Track), each journey's
@@ -26,7 +31,8 @@ const maxJourney = 1 << 16
 // (TrackEnd): its header names that call and, when a call of the journey
 // has an enum argument named reason (the drop reason of
 // kfree_skb_reason and sk_skb_reason_drop), its value. Close writes the
-// journeys still open, by their first call, marked "still tracked".
+// journeys still open, by their first call, marked "still tracked", as
+// does a Call that finds too many calls buffered.
 // Calls of no journey (their object was evicted while they ran) are
 // written at once.
 type Journeys struct {
@@ -34,7 +40,9 @@ type Journeys struct {
 	f    formatter
 	tree bool
 	open map[uint64][]Call
-	line []byte
+	// buffered counts the calls in open.
+	buffered int
+	line     []byte
 }
 
 // NewJourneys returns a Journeys renderer writing to w, as text lines,
@@ -54,9 +62,13 @@ func (j *Journeys) Call(c *Call) error {
 	calls := append(j.open[c.Track], cp)
 	if c.Flags&TrackEnd == 0 && len(calls) < maxJourney {
 		j.open[c.Track] = calls
+		if j.buffered++; j.buffered >= maxOpen {
+			return j.writeOpen()
+		}
 		return nil
 	}
 	delete(j.open, c.Track)
+	j.buffered -= len(calls) - 1
 	return j.write(c.Track, calls)
 }
 
@@ -66,6 +78,14 @@ func (j *Journeys) Flush() error { return j.w.Flush() }
 // Close writes the journeys still open, by their first call, and
 // flushes.
 func (j *Journeys) Close() error {
+	if err := j.writeOpen(); err != nil {
+		return err
+	}
+	return j.w.Flush()
+}
+
+// writeOpen writes the journeys still open, by their first call.
+func (j *Journeys) writeOpen() error {
 	groups := make([][]Call, 0, len(j.open))
 	for _, calls := range j.open {
 		slices.SortStableFunc(calls, byStart)
@@ -78,7 +98,8 @@ func (j *Journeys) Close() error {
 		}
 	}
 	clear(j.open)
-	return j.w.Flush()
+	j.buffered = 0
+	return nil
 }
 
 // byStart orders calls by their start, outer calls first.

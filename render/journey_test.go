@@ -75,3 +75,22 @@ func TestJourneys(t *testing.T) {
 		}
 	}
 }
+
+// TestJourneysBounded writes the open journeys once maxOpen calls are
+// buffered, before Close.
+func TestJourneysBounded(t *testing.T) {
+	var out bytes.Buffer
+	j := NewJourneys(&out, Options{}, false)
+	for i := range maxOpen {
+		c := Call{TS: uint64(i), Func: "f", Track: uint64(i%1000 + 1)}
+		if err := j.Call(&c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "\n  "); n != maxOpen || j.buffered != 0 {
+		t.Errorf("%d calls written, %d buffered, want all %d written", n, j.buffered, maxOpen)
+	}
+}

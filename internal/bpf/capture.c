@@ -1059,8 +1059,9 @@ static __always_inline __u64 track_slot(void *ctx, struct call *c, int i, int kp
 {
 	__u64 v = 0;
 
+	/* Bounded by the check, not by a mask: MAX_SLOTS is no power of 2. */
 	if (kprobe)
-		return c->slots[i & (MAX_SLOTS - 1)];
+		return i >= 0 && i < MAX_SLOTS ? c->slots[i] : 0;
 	bpf_get_func_arg(ctx, i, &v);
 	return v;
 }
