@@ -372,6 +372,14 @@ static __always_inline long copy(struct frame *f, __u32 off, const struct cap *c
 	return n < 0 ? n : size;
 }
 
+/* slot returns slot i of f's record, 0 past the last: bounded by a check,
+ * not by a mask, as MAX_SLOTS is no power of 2 (a mask of MAX_SLOTS - 1
+ * read slots 4-7 as 0-3). */
+static __always_inline __u64 slot(struct frame *f, __u32 i)
+{
+	return i < MAX_SLOTS ? f->rec.slots[i] : 0;
+}
+
 /* Sized buffers (CAP_BUF*): a pointer argument and the argument holding
  * its length, copied at entry, or at exit for a buffer the function fills. */
 
@@ -381,7 +389,7 @@ static __always_inline __u64 buf_len(struct frame *f, const struct cap *c)
 {
 	__u32 sh = (64 - 8 * c->len_size) & 63;
 
-	return f->rec.slots[c->len_slot & (MAX_SLOTS - 1)] << sh >> sh;
+	return slot(f, c->len_slot) << sh >> sh;
 }
 
 /* copy_buf copies len bytes of a sized buffer, at most c->size, into
@@ -436,7 +444,7 @@ static __always_inline void capture_exit(struct frame *f, __u64 ret)
 		else if (v < len)
 			len = v;
 	}
-	n = copy_buf(f, off, c, f->rec.slots[c->slot & (MAX_SLOTS - 1)], len);
+	n = copy_buf(f, off, c, slot(f, c->slot), len);
 	if (n < 0) {
 		f->rec.cap_failed |= 1 << i;
 		n = 0;
@@ -519,7 +527,7 @@ static __always_inline int capture(struct frame *f, const struct plan *p, __u64 
 		if (i >= nr_caps)
 			break;
 		const struct cap *c = &p->caps[i];
-		__u64 ptr = f->rec.slots[c->slot & (MAX_SLOTS - 1)];
+		__u64 ptr = slot(f, c->slot);
 		long n = 0;
 
 		if (off >= MAX_DATA) {
