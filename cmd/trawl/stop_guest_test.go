@@ -72,8 +72,18 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case len(os.Args) == 3 && os.Args[1] == tcpSendArg:
 		n, _ := strconv.Atoi(os.Args[2])
+		if err := onOneCPU(); err != nil {
+			fmt.Fprintln(os.Stderr, "tcp send:", err)
+			os.Exit(1)
+		}
 		if err := tcpSend(n); err != nil {
 			fmt.Fprintln(os.Stderr, "tcp send:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	case len(os.Args) == 2 && os.Args[1] == udpSendArg:
+		if err := udpSend(); err != nil {
+			fmt.Fprintln(os.Stderr, "udp send:", err)
 			os.Exit(1)
 		}
 		os.Exit(0)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,27 @@ import (
 // answer's segment acknowledges the bytes, so that the sender frees them
 // before it reads the answer.
 const tcpSendArg = "__tcpsend"
+
+// onOneCPU runs this program again, in its place, on CPU 0 alone (every
+// thread it will start inherits the affinity), unless it already is: TCP
+// frees a received skb on the CPU that allocated it, later, when another
+// CPU reads it (skb_attempt_defer_free), which can be after the trace
+// stopped (seen on amd64-6.12).
+func onOneCPU() error {
+	if os.Getenv(oneCPUEnv) != "" {
+		return nil
+	}
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(0)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return err
+	}
+	return syscall.Exec(os.Args[0], os.Args, append(os.Environ(), oneCPUEnv+"=1"))
+}
+
+// oneCPUEnv marks a program onOneCPU ran again.
+const oneCPUEnv = "TRAWL_TEST_ONE_CPU"
 
 func tcpSend(n int) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
