@@ -37,6 +37,11 @@ func TestHighSlotArgument(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			cmd := trawlCmd("--json", "-b", backend, "ip_make_skb", "--", os.Args[0], udpSendArg)
 			stdout, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
+			if status != 0 && strings.Contains(stderr, "too many arguments") {
+				// Some kernels' trampolines take fewer arguments than
+				// ip_make_skb's nine (arm64-6.12's fentry).
+				t.Skipf("%s cannot attach ip_make_skb here: %s", backend, strings.TrimSpace(stderr))
+			}
 			if status != 0 {
 				t.Fatalf("status %d\n%s", status, stderr)
 			}
