@@ -110,3 +110,34 @@ func probeGlobalPtrArgs() error {
 	}
 	return prog.Close()
 }
+
+var tracingAncestorCgroup = sync.OnceValue(probeTracingAncestorCgroup)
+
+// TracingAncestorCgroup probes for bpf_get_current_ancestor_cgroup_id in
+// fentry programs, which --cgroup needs to take a cgroup's descendants in:
+// 5.10 has it in kprobe programs only.
+func TracingAncestorCgroup() error { return tracingAncestorCgroup() }
+
+func probeTracingAncestorCgroup() error {
+	if err := Fentry(); err != nil {
+		return err
+	}
+	err := loadAndAttach(&ebpf.ProgramSpec{
+		Type:       ebpf.Tracing,
+		AttachType: ebpf.AttachTraceFEntry,
+		AttachTo:   target,
+		Instructions: asm.Instructions{
+			asm.Mov.Imm(asm.R1, 0),
+			asm.FnGetCurrentAncestorCgroupId.Call(),
+			asm.Mov.Imm(asm.R0, 0),
+			asm.Return(),
+		},
+	}, func(p *ebpf.Program) (link.Link, error) {
+		return link.AttachTracing(link.TracingOptions{Program: p})
+	})
+	var verr *ebpf.VerifierError
+	if errors.As(err, &verr) {
+		return fmt.Errorf("bpf_get_current_ancestor_cgroup_id rejected in fentry programs: %w (%w)", ebpf.ErrNotSupported, err)
+	}
+	return err
+}
