@@ -1075,15 +1075,20 @@ static __always_inline __u64 track_slot(void *ctx, struct call *c, int i, int kp
 }
 
 /* journey_put counts one object of journey j less, and says whether it
- * was the last. */
+ * was the last. The count is read after the decrement, not fetched by it:
+ * 5.10 refuses a whole program holding an atomic fetch (5.12), even
+ * where it is never run. Two CPUs may both read 0; the delete, which
+ * only one of them wins, decides. */
 static __always_inline int journey_put(__u64 j)
 {
 	__u64 *n = bpf_map_lookup_elem(&journeys, &j);
 
-	if (!n || __sync_fetch_and_add(n, -1) != 1)
+	if (!n)
 		return 0;
-	bpf_map_delete_elem(&journeys, &j);
-	return 1;
+	__sync_fetch_and_add(n, -1);
+	if (*(volatile __u64 *)n != 0)
+		return 0;
+	return bpf_map_delete_elem(&journeys, &j) == 0;
 }
 
 /* track_add tracks object v in journey j, from now, unless it is
