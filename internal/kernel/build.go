@@ -75,21 +75,21 @@ func (b *builder) btfSymbols(ksyms []Symbol) []Symbol {
 func (b *builder) resolve(module, name string) (fn btfFunc, note string, ok bool) {
 	obj, hasBTF := b.objects[module]
 	if !hasBTF {
-		return btfFunc{}, "module " + module + " has no BTF", false
+		return noBTF, "module " + module + " has no BTF", false
 	}
 	if i, found := obj.funcs.index[name]; found {
 		return pick(obj, i)
 	}
 	base, suffix := splitSuffix(name)
 	if suffix == "" {
-		return btfFunc{}, "not in BTF", false
+		return noBTF, "not in BTF", false
 	}
 	if !suffixKeepsABI(suffix) {
-		return btfFunc{}, suffixNote(base, suffix), false
+		return noBTF, suffixNote(base, suffix), false
 	}
 	i, found := obj.funcs.index[base]
 	if !found {
-		return btfFunc{}, "not in BTF (nor " + base + ")", false
+		return noBTF, "not in BTF (nor " + base + ")", false
 	}
 	fn, note, ok = pick(obj, i)
 	if ok {
@@ -99,12 +99,16 @@ func (b *builder) resolve(module, name string) (fn btfFunc, note string, ok bool
 }
 
 // btfFunc is a BTF function: the type ID of its prototype, the BTF object
-// of that ID, and its index in the object's btfFuncs.
+// of that ID, and its index in the object's btfFuncs. A name BTF has but
+// whose prototype cannot be trusted has only the index.
 type btfFunc struct {
 	id    btf.TypeID
 	spec  *btf.Spec
 	index int32
 }
+
+// noBTF is the btfFunc of a name BTF does not have.
+var noBTF = btfFunc{index: -1}
 
 // pick chooses among the BTF functions of obj's i-th name. Static
 // functions of several files can share a name; their prototypes are only
@@ -116,20 +120,20 @@ func pick(obj *btfObject, i int32) (btfFunc, string, bool) {
 		return fn, "", true
 	}
 	var first string
-	for i, id := range ids {
+	for j, id := range ids {
 		typ, err := spec.TypeByID(id)
 		if err != nil {
-			return btfFunc{}, fmt.Sprintf("BTF prototype of %s unreadable: %v", name, err), false
+			return btfFunc{index: i}, fmt.Sprintf("BTF prototype of %s unreadable: %v", name, err), false
 		}
 		proto, ok := typ.(*btf.Func)
 		if !ok {
-			return btfFunc{}, fmt.Sprintf("BTF type %d of %s is %s, not a function", id, name, typ), false
+			return btfFunc{index: i}, fmt.Sprintf("BTF type %d of %s is %s, not a function", id, name, typ), false
 		}
 		decl := declare(proto.Type, "")
-		if i == 0 {
+		if j == 0 {
 			first = decl
 		} else if decl != first {
-			return btfFunc{}, fmt.Sprintf("BTF has %d different prototypes for %s", len(ids), name), false
+			return btfFunc{index: i}, fmt.Sprintf("BTF has %d different prototypes for %s", len(ids), name), false
 		}
 	}
 	return fn, "", true
@@ -184,6 +188,10 @@ func (b *builder) build(traced []Symbol, source Source) []Function {
 		f.ProtoNote = note
 		if ok {
 			f.BTFID, f.spec = fn.id, fn.spec
+		}
+		if fn.index >= 0 {
+			// Not listed again as untraceable, also when its prototypes
+			// disagree.
 			b.used[k.module][fn.index] = true
 		}
 		funcs = append(funcs, f)

@@ -242,6 +242,17 @@ func TestLive(t *testing.T) {
 	if len(c.Traceable()) == 0 {
 		t.Error("empty traceable set")
 	}
+	// One entry per name and module: a traceable function whose BTF
+	// prototypes disagree (6.1's __x64_sys_sched_rr_get_interval_time32)
+	// was listed a second time as not traceable, at the same address.
+	seen := make(map[[2]string]bool)
+	for _, f := range c.Functions() {
+		k := [2]string{f.Module, f.Name}
+		if seen[k] {
+			t.Errorf("%s [%s] listed twice: %+v", f.Name, f.Module, c.Lookup(f.Name))
+		}
+		seen[k] = true
+	}
 }
 
 func BenchmarkLoadLive(b *testing.B) {
