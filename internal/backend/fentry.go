@@ -193,6 +193,27 @@ type fentryKind struct {
 // collection and with t's filter and capture count spliced in, and
 // attaches them.
 func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, ld *fentryLoader, t Target) error {
+	names := make([]string, len(ld.kinds))
+	for i, kind := range ld.kinds {
+		names[i] = kind.prog
+	}
+	prepare := func(ps *ebpf.ProgramSpec) { ps.AttachTo = t.Plan.Func.Name }
+	return attachOne(a, spec, maps, ld, t, names, prepare, func(i int, prog *ebpf.Program) (link.Link, error) {
+		var cookie uint64
+		if ld.kinds[i].cookie {
+			cookie = t.TrampolineCookie()
+		}
+		return link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ld.kinds[i].attach, Cookie: cookie})
+	})
+}
+
+// attachOne loads the programs named for target t alone, with its ID,
+// capture count and filter spliced in and prepare applied to each, in
+// one collection sharing maps, then attaches the i-th with attach, in
+// order. An error classify knows skips the function; whatever was made
+// for it is closed.
+func attachOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, ld *fentryLoader, t Target,
+	names []string, prepare func(*ebpf.ProgramSpec), attach func(i int, prog *ebpf.Program) (link.Link, error)) error {
 	fn := t.Plan.Func
 	var links []link.Link
 	var progs []program
@@ -210,9 +231,9 @@ func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*
 		return fmt.Errorf("attach to %s: %w", fn.Name, err)
 	}
 	one := &ebpf.CollectionSpec{Maps: spec.Maps, Programs: map[string]*ebpf.ProgramSpec{}, Types: spec.Types}
-	for _, kind := range ld.kinds {
-		ps := spec.Programs[kind.prog].Copy()
-		ps.AttachTo = fn.Name
+	for _, name := range names {
+		ps := spec.Programs[name].Copy()
+		prepare(ps)
 		if err := SpliceFilter(ps, []Target{t}); err != nil {
 			return fail(err)
 		}
@@ -221,22 +242,18 @@ func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*
 			return fail(err)
 		}
 		ps.Instructions = insns
-		one.Programs[kind.prog] = ps
+		one.Programs[name] = ps
 	}
 	coll, err := ld.load(one, maps, fn.Module)
 	if err != nil {
 		return fail(err)
 	}
-	for _, kind := range ld.kinds {
-		progs = append(progs, program{name: kind.prog, prog: coll.DetachProgram(kind.prog), owned: true})
+	for _, name := range names {
+		progs = append(progs, program{name: name, prog: coll.DetachProgram(name), owned: true})
 	}
 	coll.Close()
-	for i, kind := range ld.kinds {
-		var cookie uint64
-		if kind.cookie {
-			cookie = t.TrampolineCookie()
-		}
-		l, err := link.AttachTracing(link.TracingOptions{Program: progs[i].prog, AttachType: kind.attach, Cookie: cookie})
+	for i := range names {
+		l, err := attach(i, progs[i].prog)
 		if err != nil {
 			return fail(err)
 		}

@@ -65,53 +65,12 @@ func attachKprobeOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*
 		a.skipFunc(fmt.Sprintf("several copies of the function (%d); a kprobe by name would reach only one", fn.Copies), fn.Name)
 		return nil
 	}
-	var links []link.Link
-	var progs []program
-	fail := func(err error) error {
-		for _, l := range links {
-			l.Close()
+	names := []string{kprobeKinds[0].prog, kprobeKinds[1].prog}
+	prepare := func(*ebpf.ProgramSpec) {}
+	return attachOne(a, spec, maps, ld, t, names, prepare, func(i int, prog *ebpf.Program) (link.Link, error) {
+		if kprobeKinds[i].ret {
+			return link.Kretprobe(fn.Name, prog, nil)
 		}
-		for _, p := range progs {
-			p.prog.Close()
-		}
-		if reason := classify(err); reason != "" {
-			a.skipFunc(reason, fn.Name)
-			return nil
-		}
-		return fmt.Errorf("attach a kprobe to %s: %w", fn.Name, err)
-	}
-	one := &ebpf.CollectionSpec{Maps: spec.Maps, Programs: map[string]*ebpf.ProgramSpec{}, Types: spec.Types}
-	for _, kind := range kprobeKinds {
-		ps := spec.Programs[kind.prog].Copy()
-		insns, err := spliceOne(ps.Instructions, t)
-		if err != nil {
-			return fail(err)
-		}
-		ps.Instructions = insns
-		if err := SpliceFilter(ps, []Target{t}); err != nil {
-			return fail(err)
-		}
-		one.Programs[kind.prog] = ps
-	}
-	coll, err := ld.load(one, maps, "")
-	if err != nil {
-		return fail(err)
-	}
-	for _, kind := range kprobeKinds {
-		progs = append(progs, program{name: kind.prog, prog: coll.DetachProgram(kind.prog), owned: true})
-	}
-	coll.Close()
-	for i, kind := range kprobeKinds {
-		attach := link.Kprobe
-		if kind.ret {
-			attach = link.Kretprobe
-		}
-		l, err := attach(fn.Name, progs[i].prog, nil)
-		if err != nil {
-			return fail(err)
-		}
-		links = append(links, l)
-	}
-	a.addFunc(links, progs)
-	return nil
+		return link.Kprobe(fn.Name, prog, nil)
+	})
 }

@@ -1903,23 +1903,6 @@ static __noinline __u32 trawl_func(void)
 	return id;
 }
 
-SEC("kprobe/trawl_placeholder")
-int kprobe_one(void *ctx)
-{
-	__u32 func = trawl_func(), d;
-	struct shadow *s;
-	const struct plan *p;
-	struct call *c;
-
-	p = bpf_map_lookup_elem(&plans, &func);
-	if (!p || !(c = push(ctx, &s, &d, func, p, ctx_u64(ctx, REG_SP), KPROBE_ONE)))
-		return 0;
-	c->ip = func;
-	kprobe_slots(ctx, c->slots, p);
-	enter(ctx, c, d, p, KPROBE_ONE);
-	return 0;
-}
-
 /* one_exit ends a call of func, which returned ret, in a program that
  * serves func alone (kretprobe_one, fexit_one): its slots were saved at
  * entry. */
@@ -1979,22 +1962,43 @@ static __always_inline __u64 ctx_ret(void *ctx, __u64 n)
 	return ret;
 }
 
-SEC("fentry/trawl_placeholder")
-int fentry_one(void *ctx)
+/* one_entry starts a call of func in a program that serves func alone
+ * (kprobe_one, fentry_one) and saves its slots in the call for the exit:
+ * from the registers a kprobe saw, or the trampoline's context. */
+static __always_inline void one_entry(void *ctx, int kprobe)
 {
 	__u32 func = trawl_func(), d;
 	struct shadow *s;
 	const struct plan *p;
 	struct call *c;
+	/* A kprobe's stack position is its stack pointer, a trampoline's its
+	 * context; the track flag is 0 on trampolines, as --track, which
+	 * reads arguments with bpf_get_func_arg there, is refused where
+	 * fentry_one serves (before 5.17). */
+	__u64 sp = kprobe ? ctx_u64(ctx, REG_SP) : (__u64)ctx;
 
 	p = bpf_map_lookup_elem(&plans, &func);
-	/* 0: --track, which reads arguments with bpf_get_func_arg on
-	 * trampolines, is refused where fentry_one serves (before 5.17). */
-	if (!p || !(c = push(ctx, &s, &d, func, p, (__u64)ctx, 0)))
-		return 0;
+	if (!p || !(c = push(ctx, &s, &d, func, p, sp, kprobe ? KPROBE_ONE : 0)))
+		return;
 	c->ip = func;
-	ctx_slots(ctx, trawl_nr_slots(), c->slots);
+	if (kprobe)
+		kprobe_slots(ctx, c->slots, p);
+	else
+		ctx_slots(ctx, trawl_nr_slots(), c->slots);
 	enter(ctx, c, d, p, KPROBE_ONE);
+}
+
+SEC("kprobe/trawl_placeholder")
+int kprobe_one(void *ctx)
+{
+	one_entry(ctx, 1);
+	return 0;
+}
+
+SEC("fentry/trawl_placeholder")
+int fentry_one(void *ctx)
+{
+	one_entry(ctx, 0);
 	return 0;
 }
 
