@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"syscall"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -17,34 +16,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/trawl-dev/trawl"
-	"github.com/trawl-dev/trawl/render"
+	"github.com/trawl-dev/trawl/internal/statstest"
 )
-
-// fakeSource is a trace's aggregates, made up.
-type fakeSource struct {
-	fs  []trawl.FunctionStats
-	st  trawl.Stats
-	err error
-}
-
-func (f *fakeSource) FunctionStats() ([]trawl.FunctionStats, error) { return f.fs, f.err }
-func (f *fakeSource) Stats() (trawl.Stats, error)                   { return f.st, nil }
-
-// function makes a function's figures: calls of the durations given (ns),
-// errors with errno ENOENT.
-func function(name, module string, errors uint64, durations ...uint64) trawl.FunctionStats {
-	var h render.Histogram
-	var total uint64
-	for _, d := range durations {
-		h.Record(d)
-		total += d
-	}
-	f := trawl.FunctionStats{Func: name, Module: module, Calls: uint64(len(durations)), Errors: errors, Total: total, Latency: h, Errnos: map[int]uint64{}}
-	if errors > 0 {
-		f.Errnos[int(syscall.ENOENT)] = errors
-	}
-	return f
-}
 
 // scrape fetches /metrics as text and parses it.
 func scrape(t *testing.T, srv *httptest.Server) map[string]*dto.MetricFamily {
@@ -86,13 +59,13 @@ func series(mfs map[string]*dto.MetricFamily, name, labels string) *dto.Metric {
 }
 
 func TestMetrics(t *testing.T) {
-	src := &fakeSource{
-		fs: []trawl.FunctionStats{
-			function("vfs_read", "", 0, 100, 1000, 1500, 1_000_000),
-			function("do_sys_openat2", "", 2, 5000, 7000),
-			function("p9_client_read", "9pnet", 0, 3),
+	src := &statstest.Source{
+		Funcs: []trawl.FunctionStats{
+			statstest.Function("vfs_read", "", 0, 100, 1000, 1500, 1_000_000),
+			statstest.Function("do_sys_openat2", "", 2, 5000, 7000),
+			statstest.Function("p9_client_read", "9pnet", 0, 3),
 		},
-		st: trawl.Stats{Attached: 3, Drops: 0, MissDepth: 4, Skipped: trawl.Skips{"variable arguments": {"printk"}}},
+		Totals: trawl.Stats{Attached: 3, Drops: 0, MissDepth: 4, Skipped: trawl.Skips{"variable arguments": {"printk"}}},
 	}
 	srv := httptest.NewServer(Handler(NewCollector(src, Options{Backend: "kprobe-session", Kernel: "7.3.4"}), HandlerOptions{}))
 	defer srv.Close()
@@ -157,11 +130,11 @@ func TestMetrics(t *testing.T) {
 // the first by name, keep their series, the others add up, and a function
 // seen later never takes a series of its own, so every counter only grows.
 func TestMaxSeries(t *testing.T) {
-	src := &fakeSource{}
+	src := &statstest.Source{}
 	for i := range 4 {
-		src.fs = append(src.fs, function(fmt.Sprintf("f%d", i), "", 1, 10, 20))
+		src.Funcs = append(src.Funcs, statstest.Function(fmt.Sprintf("f%d", i), "", 1, 10, 20))
 	}
-	src.fs = append(src.fs, function("g", "", 0, 1, 2, 3))
+	src.Funcs = append(src.Funcs, statstest.Function("g", "", 0, 1, 2, 3))
 	c := NewCollector(src, Options{MaxSeries: 3})
 	srv := httptest.NewServer(Handler(c, HandlerOptions{}))
 	defer srv.Close()
@@ -185,7 +158,7 @@ func TestMaxSeries(t *testing.T) {
 		t.Errorf("_other histogram: %d, want 4", h.GetSampleCount())
 	}
 	// A new function, first in name order, comes: it goes to _other.
-	src.fs = append(src.fs, function("a", "", 0, 5))
+	src.Funcs = append(src.Funcs, statstest.Function("a", "", 0, 5))
 	mfs = scrape(t, srv)
 	if series(mfs, "trawl_calls_total", "function=a,module=vmlinux") != nil {
 		t.Error("a function seen after the limit got a series of its own")
@@ -198,7 +171,7 @@ func TestMaxSeries(t *testing.T) {
 // TestNativeHistogram checks that a scraper asking for protobuf gets the
 // native buckets too, which add up to the count.
 func TestNativeHistogram(t *testing.T) {
-	src := &fakeSource{fs: []trawl.FunctionStats{function("f", "", 0, 1, 100, 100, 5000, 1_000_000_000)}}
+	src := &statstest.Source{Funcs: []trawl.FunctionStats{statstest.Function("f", "", 0, 1, 100, 100, 5000, 1_000_000_000)}}
 	srv := httptest.NewServer(Handler(NewCollector(src, Options{}), HandlerOptions{}))
 	defer srv.Close()
 	req, _ := http.NewRequest("GET", srv.URL+"/metrics", nil)
@@ -236,7 +209,7 @@ func TestNativeHistogram(t *testing.T) {
 }
 
 func TestHealthAndFailure(t *testing.T) {
-	src := &fakeSource{err: errors.New("session closed")}
+	src := &statstest.Source{Err: errors.New("session closed")}
 	var health error
 	srv := httptest.NewServer(Handler(NewCollector(src, Options{}), HandlerOptions{Health: func() error { return health }}))
 	defer srv.Close()

@@ -6,7 +6,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,45 +13,20 @@ import (
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
 
 	"github.com/trawl-dev/trawl"
-	"github.com/trawl-dev/trawl/render"
+	"github.com/trawl-dev/trawl/internal/statstest"
 )
-
-// fakeSource is a trace's aggregates, made up.
-type fakeSource struct {
-	fs []trawl.FunctionStats
-	st trawl.Stats
-}
-
-func (f *fakeSource) FunctionStats() ([]trawl.FunctionStats, error) { return f.fs, nil }
-func (f *fakeSource) Stats() (trawl.Stats, error)                   { return f.st, nil }
-
-// function makes a function's figures: calls of the durations given (ns),
-// errors with ENOENT.
-func function(name, module string, errors uint64, durations ...uint64) trawl.FunctionStats {
-	var h render.Histogram
-	var total uint64
-	for _, d := range durations {
-		h.Record(d)
-		total += d
-	}
-	f := trawl.FunctionStats{Func: name, Module: module, Calls: uint64(len(durations)), Errors: errors, Total: total, Latency: h, Errnos: map[int]uint64{}}
-	if errors > 0 {
-		f.Errnos[int(syscall.ENOENT)] = errors
-	}
-	return f
-}
 
 // TestMetrics exports made-up aggregates to an OTLP receiver over each
 // protocol and checks the numbers, labels and histogram buckets, and the
 // fold past MaxSeries.
 func TestMetrics(t *testing.T) {
-	src := &fakeSource{
-		fs: []trawl.FunctionStats{
-			function("vfs_read", "", 2, 1000, 1000, 3000),
-			function("b_func", "ext4", 0, 10),
-			function("c_func", "ext4", 1, 20),
+	src := &statstest.Source{
+		Funcs: []trawl.FunctionStats{
+			statstest.Function("vfs_read", "", 2, 1000, 1000, 3000),
+			statstest.Function("b_func", "ext4", 0, 10),
+			statstest.Function("c_func", "ext4", 1, 20),
 		},
-		st: trawl.Stats{Attached: 3, Drops: 4, MissExit: 5, Skipped: trawl.Skips{"busy": {"x", "y"}}},
+		Totals: trawl.Stats{Attached: 3, Drops: 4, MissExit: 5, Skipped: trawl.Skips{"busy": {"x", "y"}}},
 	}
 	for _, proto := range []string{"http", "grpc"} {
 		t.Run(proto, func(t *testing.T) {
