@@ -89,6 +89,14 @@ func TestServiceCapabilities(t *testing.T) {
 		return stderr, status
 	}
 	stderr, status := run(serviceCaps)
+	if status != 0 && strings.Contains(stderr, "kernel.perf_event_paranoid is 3") {
+		// Only classic kprobes here (arm64-5.10), which Debian's
+		// paranoid 3 keeps for CAP_SYS_ADMIN: the unit file says to
+		// set it to 2, as done here.
+		t.Logf("with %v at perf_event_paranoid 3, refused as the unit file says:\n%s", serviceCaps, stderr)
+		setParanoid(t, "2")
+		stderr, status = run(serviceCaps)
+	}
 	if status != 0 {
 		t.Fatalf("with %v: status %d\n%s", serviceCaps, status, stderr)
 	}
@@ -105,4 +113,17 @@ func TestServiceCapabilities(t *testing.T) {
 	if status == 0 || !strings.Contains(stderr, "CAP_BPF") {
 		t.Errorf("without CAP_BPF: status %d, want a failure naming it\n%s", status, stderr)
 	}
+}
+
+// setParanoid sets kernel.perf_event_paranoid for the rest of the test.
+func setParanoid(t *testing.T, value string) {
+	const path = "/proc/sys/kernel/perf_event_paranoid"
+	old, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.WriteFile(path, old, 0o644) })
 }

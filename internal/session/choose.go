@@ -3,8 +3,11 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/kernel"
@@ -107,15 +110,19 @@ func auto(sel *selector.Selection, probe Probe) (*backend.Backend, string) {
 }
 
 // noBackend says why no backend can attach on this kernel: what each
-// lacks.
+// lacks, those that only lack a permission first (what the user can
+// change).
 func noBackend(probe Probe) error {
-	var why []string
+	var lack, refused []string
 	for _, b := range backend.All() {
-		if err := probe(b); err != nil {
-			why = append(why, fmt.Sprintf("%s: %v", b.Name, err))
+		switch err := probe(b); {
+		case errors.Is(err, ebpf.ErrNotSupported):
+			lack = append(lack, fmt.Sprintf("%s: %v", b.Name, err))
+		case err != nil:
+			refused = append(refused, fmt.Sprintf("%s: %v", b.Name, err))
 		}
 	}
-	return fmt.Errorf("no backend can attach on this kernel: %s", strings.Join(why, "; "))
+	return fmt.Errorf("no backend can attach on this kernel: %s", strings.Join(append(refused, lack...), "; "))
 }
 
 // AutoChoice is what Auto picks for selections of a range of sizes.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/selector"
@@ -78,6 +80,17 @@ func TestChooseByName(t *testing.T) {
 	}
 	if _, _, err := Choose(Auto, sel, kernelWith()); err == nil || !strings.Contains(err.Error(), "kprobe: not on this kernel") {
 		t.Errorf("auto on a kernel without any backend: %v, want what each lacks", err)
+	}
+	// arm64-5.10 at Debian's perf_event_paranoid 3: what the user can
+	// change leads.
+	paranoid := func(b *backend.Backend) error {
+		if b.Name == "kprobe" {
+			return errors.New("perf events need CAP_SYS_ADMIN here")
+		}
+		return fmt.Errorf("%s: %w", b.Name, ebpf.ErrNotSupported)
+	}
+	if _, _, err := Choose(Auto, sel, paranoid); err == nil || !strings.HasPrefix(err.Error(), "no backend can attach on this kernel: kprobe: perf events need CAP_SYS_ADMIN") {
+		t.Errorf("auto where only a permission is missing: %v, want that first", err)
 	}
 	if _, _, err := Choose("uprobe", sel, kernelWith("fentry")); err == nil {
 		t.Error("an unknown backend: no error")

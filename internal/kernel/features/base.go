@@ -5,6 +5,9 @@ package features
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -12,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	cilium "github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // The features every backend builds on, and those older kernels lack
@@ -54,12 +58,54 @@ func probeKernelBTF() error {
 }
 
 func probeKprobe() error {
-	return loadAndAttach(&ebpf.ProgramSpec{
+	err := loadAndAttach(&ebpf.ProgramSpec{
 		Type:         ebpf.Kprobe,
 		Instructions: returnZero,
 	}, func(p *ebpf.Program) (link.Link, error) {
 		return link.Kprobe(target, p, nil)
 	})
+	return explainParanoid(err, readParanoid(), hasCapSysAdmin())
+}
+
+// ErrPerfParanoid is returned when the kernel opens perf events, which
+// classic kprobes are made of, only for CAP_SYS_ADMIN.
+var ErrPerfParanoid = errors.New("perf events need CAP_SYS_ADMIN here")
+
+// explainParanoid says why perf_event_open refused with EACCES, when
+// kernel.perf_event_paranoid is above 2: Debian's and Ubuntu's kernels
+// (Debian's default is 3) then refuse perf events to all but
+// CAP_SYS_ADMIN, CAP_PERFMON notwithstanding. Other errors pass as they
+// are.
+func explainParanoid(err error, paranoid int, sysAdmin bool) error {
+	if !errors.Is(err, unix.EACCES) || paranoid <= 2 || sysAdmin {
+		return err
+	}
+	return fmt.Errorf("%w: kernel.perf_event_paranoid is %d, at which this kernel opens perf events (classic kprobes) for CAP_SYS_ADMIN only: add CAP_SYS_ADMIN, or run sysctl kernel.perf_event_paranoid=2 (%w)", ErrPerfParanoid, paranoid, err)
+}
+
+// readParanoid returns kernel.perf_event_paranoid, 2 (the kernel's
+// default) when it cannot be read.
+func readParanoid() int {
+	data, err := os.ReadFile("/proc/sys/kernel/perf_event_paranoid")
+	if err != nil {
+		return 2
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 2
+	}
+	return n
+}
+
+// hasCapSysAdmin reports whether this process has CAP_SYS_ADMIN in its
+// effective set.
+func hasCapSysAdmin() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if unix.Capget(&hdr, &data[0]) != nil {
+		return false
+	}
+	return data[0].Effective&(1<<unix.CAP_SYS_ADMIN) != 0
 }
 
 // Base checks the features trawl cannot run without, whatever the
