@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
 
 // TestBadInput runs the real command line with input it must refuse
@@ -20,6 +22,7 @@ import (
 // stderr, nothing on stdout, the usage status 2 (or 1 for what is not a
 // usage mistake), and files named by -o or --perfetto left untouched.
 func TestBadInput(t *testing.T) {
+	guest.HostOnly(t)
 	dir := t.TempDir()
 	existing := filepath.Join(dir, "existing")
 	const content = "keep me\n"

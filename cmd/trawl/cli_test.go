@@ -19,12 +19,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 	"github.com/trawl-dev/trawl/render"
 )
 
 // TestHelp checks that every way of asking for help prints the command's
 // help, with every one of its flags, on stdout, and exits 0.
 func TestHelp(t *testing.T) {
+	guest.HostOnly(t)
 	top := newRoot(io.Discard, io.Discard)
 	top.InitDefaultCompletionCmd()
 	for _, tc := range []struct {
@@ -66,6 +68,7 @@ func TestHelp(t *testing.T) {
 
 // TestNoArguments checks that trawl alone is a usage error, one line long.
 func TestNoArguments(t *testing.T) {
+	guest.HostOnly(t)
 	stdout, stderr, status := runReal(t)
 	if status != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "trawl --help") {
 		t.Errorf("status %d, stdout %q, stderr %q", status, stdout, stderr)
@@ -73,6 +76,7 @@ func TestNoArguments(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	guest.HostOnly(t)
 	stdout, stderr, status := runReal(t, "--version")
 	if want := trawl.Version().String() + "\n"; status != 0 || stderr != "" || stdout != want {
 		t.Errorf("status %d, stdout %q, stderr %q; want stdout %q", status, stdout, stderr, want)
@@ -83,6 +87,7 @@ func TestVersion(t *testing.T) {
 // refused beside any other: --format and its aliases choose one format.
 // (The guest's TestFormats checks what each writes.)
 func TestFormatAliases(t *testing.T) {
+	guest.HostOnly(t)
 	dir := t.TempDir()
 	choices := [][]string{
 		{"--json"}, {"--tree"}, {"--stats"}, {"--perfetto", filepath.Join(dir, "trace")},
@@ -115,6 +120,7 @@ func TestFormatAliases(t *testing.T) {
 // TestUsageErrors checks the new flags' bad values; TestBadInput has the
 // rest.
 func TestUsageErrors(t *testing.T) {
+	guest.HostOnly(t)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -219,6 +225,7 @@ func openTerminal(t *testing.T) *os.File {
 // function names (from list's --root, here), flag values, and the
 // command after --.
 func TestCompletion(t *testing.T) {
+	guest.HostOnly(t)
 	for _, shell := range []string{"bash", "zsh", "fish"} {
 		stdout, stderr, status := runReal(t, "completion", shell)
 		if status != 0 || len(stdout) < 1000 || !strings.Contains(stdout, "trawl") {
@@ -262,6 +269,7 @@ func TestCompletion(t *testing.T) {
 // writes, through the real binary (make man rewrites it), that it has
 // every flag of every command, and that groff formats it without warnings.
 func TestManPage(t *testing.T) {
+	guest.HostOnly(t)
 	dir := t.TempDir()
 	if _, stderr, status := runReal(t, manCommand, dir); status != 0 {
 		t.Fatalf("status %d: %s", status, stderr)

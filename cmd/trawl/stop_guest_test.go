@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,6 +162,27 @@ func backendsHere(t *testing.T) []string {
 		have = append(have, b)
 	}
 	return have
+}
+
+// onePerFamily returns the newest trampoline backend and the newest kprobe
+// backend the guest's kernel has: for tests of what the capture program
+// does alike on every backend of a family (where the arguments are read
+// from), which need not run on each.
+func onePerFamily(t *testing.T) []string {
+	have := backendsHere(t)
+	var pick []string
+	for _, family := range [][]string{
+		{trawl.BackendTracingMulti, trawl.BackendFsession, trawl.BackendFentry},
+		{trawl.BackendKprobeSession, trawl.BackendKprobeMulti, trawl.BackendKprobe},
+	} {
+		for _, b := range family {
+			if slices.Contains(have, b) {
+				pick = append(pick, b)
+				break
+			}
+		}
+	}
+	return pick
 }
 
 // run runs cmd to its end, failing the test if it takes more than limit,

@@ -153,6 +153,17 @@ func Require(tb testing.TB) {
 	}
 }
 
+// HostOnly skips the test inside a test bed guest. Tests that need
+// nothing from the kernel (the command line's parsing, help and usage
+// errors) call it: `make unit` runs them on the host, and under emulation
+// the guests' time is better spent on what needs a kernel.
+func HostOnly(tb testing.TB) {
+	tb.Helper()
+	if k := Kernel(); k != "" {
+		tb.Skipf("needs no kernel: runs on the host (make unit), not in the %s guest", k)
+	}
+}
+
 // EnabledFunctions counts the functions ftrace has patched, from
 // tracefs's enabled_functions: after a trace ends it must be back to its
 // count from before.
