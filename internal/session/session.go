@@ -189,9 +189,9 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe Probe) error {
 			return fmt.Errorf("--track with the fentry backend: %w (choose the kprobe backend)", err)
 		}
 	}
-	if cfg.Cgroup != "" && !cfg.CgroupExact && s.Backend.Family == plan.Trampoline {
-		if err := features.TracingAncestorCgroup(); err != nil {
-			return fmt.Errorf("--cgroup %s takes its descendants in, which the %s backend cannot on this kernel: use --cgroup-exact, or --backend kprobe: %w", cfg.Cgroup, s.Backend.Name, err)
+	if cfg.Cgroup != "" && !cfg.CgroupExact {
+		if err := features.AncestorCgroup(s.Backend.Family == plan.Kprobe); err != nil {
+			return fmt.Errorf("--cgroup %s takes its descendants in, which the %s backend cannot on this kernel: use --cgroup-exact: %w", cfg.Cgroup, s.Backend.Name, err)
 		}
 	}
 	return s.Backend.Fits(len(s.Selection.Selected))

@@ -157,12 +157,23 @@ func probeGlobalPtrArgs() error {
 	return prog.Close()
 }
 
-var tracingAncestorCgroup = sync.OnceValue(probeTracingAncestorCgroup)
+var (
+	tracingAncestorCgroup = sync.OnceValue(probeTracingAncestorCgroup)
+	kprobeAncestorCgroup  = sync.OnceValue(func() error {
+		return cilium.HaveProgramHelper(ebpf.Kprobe, asm.FnGetCurrentAncestorCgroupId)
+	})
+)
 
-// TracingAncestorCgroup probes for bpf_get_current_ancestor_cgroup_id in
-// fentry programs, which --cgroup needs to take a cgroup's descendants in:
-// 5.10 has it in kprobe programs only.
-func TracingAncestorCgroup() error { return tracingAncestorCgroup() }
+// AncestorCgroup probes for bpf_get_current_ancestor_cgroup_id in fentry
+// programs, or in kprobe programs (kprobe set), which --cgroup needs to
+// take a cgroup's descendants in. Linux 5.7 for fentry, 5.11 for kprobes
+// (5.10 has it in neither).
+func AncestorCgroup(kprobe bool) error {
+	if kprobe {
+		return kprobeAncestorCgroup()
+	}
+	return tracingAncestorCgroup()
+}
 
 func probeTracingAncestorCgroup() error {
 	if err := Fentry(); err != nil {
