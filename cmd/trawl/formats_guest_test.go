@@ -22,10 +22,6 @@ import (
 // file.
 const workloadFunc = "do_sys_openat2"
 
-// formatsKernel is the guest that traces each output of the command
-// line: one of the shorter guests' runs, where amd64-7.3's is the longest.
-const formatsKernel = "amd64-6.1"
-
 // TestFormats traces the built-in workload with each way the command line
 // writes calls (text, JSON lines, the tree that holds calls until their
 // entry ends, in-kernel statistics, a Perfetto file; chosen by --format or
@@ -37,11 +33,11 @@ const formatsKernel = "amd64-6.1"
 // calls captured in every guest (TestFormatsAgree).
 func TestFormats(t *testing.T) {
 	guest.Require(t)
-	if k := guest.Kernel(); k != formatsKernel {
+	if k := guest.Kernel(); k != spareAmd64 {
 		// The formats are user space: TestFormatsAgree checks each
 		// against calls captured in every guest, the host tests the
 		// flags that choose them.
-		t.Skipf("the command line's outputs are traced on %s only, to keep make test within the CI budget; this is %s", formatsKernel, k)
+		t.Skipf("the command line's outputs are traced on %s only, to keep make test within the CI budget; this is %s", spareAmd64, k)
 	}
 	dir := t.TempDir()
 	jsonLines := func(t *testing.T, out []byte) {
@@ -117,8 +113,8 @@ func TestFormats(t *testing.T) {
 // catalogue is read once) and before -o's file is touched.
 func TestHistNotSelected(t *testing.T) {
 	guest.Require(t)
-	if k := guest.Kernel(); k != formatsKernel {
-		t.Skipf("the check is user space, traced on %s only to keep make test within the CI budget; this is %s", formatsKernel, k)
+	if k := guest.Kernel(); k != spareAmd64 {
+		t.Skipf("the check is user space, traced on %s only to keep make test within the CI budget; this is %s", spareAmd64, k)
 	}
 	existing := filepath.Join(t.TempDir(), "existing")
 	if err := os.WriteFile(existing, []byte("keep me\n"), 0o644); err != nil {
