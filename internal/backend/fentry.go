@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"github.com/trawl-dev/trawl/internal/plan"
 )
@@ -44,7 +45,7 @@ var Fentry = register(&Backend{
 })
 
 func attachFentry(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
-	ld := &fentryLoader{cache: btf.NewCache(), kinds: kinds}
+	ld := &fentryLoader{cache: kernel.BTFCache(), kinds: kinds}
 	switch err := features.FuncArgHelpers(); {
 	case errors.Is(err, ebpf.ErrNotSupported):
 		ld.kinds = kindsOne

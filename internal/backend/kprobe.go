@@ -7,10 +7,10 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"github.com/trawl-dev/trawl/internal/plan"
 )
@@ -49,7 +49,7 @@ var kprobeKinds = []struct {
 }
 
 func attachKprobe(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
-	ld := &fentryLoader{cache: btf.NewCache()}
+	ld := &fentryLoader{cache: kernel.BTFCache()}
 	return attachEach(ctx, targets, kprobeCost, progress, func(a *Attachment, t Target) error {
 		return attachKprobeOne(a, c.Spec, c.Collection.Maps, ld, t)
 	})

@@ -317,7 +317,7 @@ func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
 		}
 	}
 	contents := takeContents(trimmed)
-	coll, err := ebpf.NewCollection(trimmed)
+	coll, err := ebpf.NewCollectionWithOptions(trimmed, ebpf.CollectionOptions{Cache: kernel.BTFCache()})
 	if err != nil {
 		return fmt.Errorf("load the capture program: %w", err)
 	}

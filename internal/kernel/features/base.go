@@ -16,6 +16,8 @@ import (
 	cilium "github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/trawl-dev/trawl/internal/kernel"
 )
 
 // The features every backend builds on, and those older kernels lack
@@ -51,7 +53,7 @@ func TaskBTF() error { return taskBTF() }
 func Kprobe() error { return kprobe() }
 
 func probeKernelBTF() error {
-	if _, err := btf.LoadKernelSpec(); err != nil {
+	if _, err := kernel.BTFCache().Kernel(); err != nil {
 		return fmt.Errorf("read kernel BTF (Linux 5.4 built with CONFIG_DEBUG_INFO_BTF): %w (%w)", ebpf.ErrNotSupported, err)
 	}
 	return nil

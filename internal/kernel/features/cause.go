@@ -15,6 +15,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
+
+	"github.com/trawl-dev/trawl/internal/kernel"
 )
 
 // Why a kernel has no kprobe.multi or kprobe.session links. The probes'
@@ -184,7 +186,7 @@ func liveFacts() kernelFacts {
 			break
 		}
 	}
-	if spec, err := btf.LoadKernelSpec(); err == nil {
+	if spec, err := kernel.BTFCache().Kernel(); err == nil {
 		var fn *btf.Func
 		switch err := spec.TypeByName(fprobeFunc, &fn); {
 		case err == nil:

@@ -21,6 +21,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/rawbpf"
 )
 
@@ -70,8 +71,7 @@ var returnZero = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
 // loadAndAttach loads spec with cilium/ebpf, attaches it with attach and
 // closes both again.
 func loadAndAttach(spec *ebpf.ProgramSpec, attach func(*ebpf.Program) (link.Link, error)) error {
-	spec.License = "GPL"
-	prog, err := ebpf.NewProgram(spec)
+	prog, err := newProgram(spec)
 	if err != nil {
 		return fmt.Errorf("load %s program: %w", spec.AttachType, err)
 	}
@@ -200,9 +200,23 @@ func probeTracingMulti() error {
 	return l.Close()
 }
 
+// newProgram loads spec, a GPL program, with the process's kernel BTF
+// (ebpf.NewProgram decodes it anew for each program it attaches to a
+// kernel function).
+func newProgram(spec *ebpf.ProgramSpec) (*ebpf.Program, error) {
+	spec.License = "GPL"
+	coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"probe": spec}},
+		ebpf.CollectionOptions{Cache: kernel.BTFCache()})
+	if err != nil {
+		return nil, err
+	}
+	defer coll.Close()
+	return coll.DetachProgram("probe"), nil
+}
+
 // targetID returns the vmlinux BTF id of target.
 func targetID() (btf.TypeID, error) {
-	spec, err := btf.LoadKernelSpec()
+	spec, err := kernel.BTFCache().Kernel()
 	if err != nil {
 		return 0, fmt.Errorf("read kernel BTF: %w", err)
 	}
