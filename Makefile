@@ -31,8 +31,10 @@ unit:
 	$(GO) -C tools/release vet ./...
 	$(GO) test ./...
 
+# The guest that runs the OpenTelemetry tests (internal/vmtest/suite)
+# needs the collector, built while the kernels download.
 fetch: bin/vmrun
-	bin/vmrun -fetch -kernel $(shell echo $(KERNEL) | tr ' ' ',')
+	bin/vmrun -fetch -kernel $(shell echo $(KERNEL) | tr ' ' ',') $(if $(filter amd64-6.1,$(KERNEL)),-fetch-otelcol amd64)
 
 # vmtest runs the packages whose tests use internal/vmtest/guest in the
 # guests named by KERNEL, one after the other, and fails if any fails.

@@ -14,7 +14,8 @@
 // benchmarks (cmd/trawl-bench).
 //
 // With -fetch it only downloads the kernels named by -kernel (a comma list,
-// or "all") and builds nothing.
+// or "all"), and with -fetch-otelcol builds the OpenTelemetry Collector
+// meanwhile; it boots nothing.
 package main
 
 import (
@@ -29,6 +30,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/trawl-dev/trawl/internal/vmtest"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
@@ -55,6 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	cache := fs.String("cache", defaultCache(), "`dir`ectory for kernels and initramfs archives")
 	initDir := fs.String("init-dir", exeDir(), "`dir`ectory holding guestinit-amd64 and guestinit-arm64")
 	fetch := fs.Bool("fetch", false, "only download the kernels named by -kernel (a comma list or \"all\")")
+	fetchOtelcol := fs.String("fetch-otelcol", "", "with -fetch, also build the OpenTelemetry Collector for these `arch`itectures (a comma list), while the kernels download")
 	verbose := fs.Bool("v", false, "always print the guest console")
 	icount := fs.Bool("icount", false, "run the guest clock by emulated instructions, so that benchmarks do not drift with host load")
 	bpftrace := fs.Bool("bpftrace", false, "share Debian's bpftrace for the guest's arch (fetched on first use) with the guest, read-only; $"+guest.BpftraceEnv+" names its directory there")
@@ -71,7 +75,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 		return 0, err
 	}
 	if *fetch {
-		return 0, fetchKernels(ctx, *cache, *kernel)
+		// The collector's build is mostly CPU, the kernels' download
+		// mostly network: side by side, the build comes for little.
+		var g errgroup.Group
+		g.Go(func() error { return fetchKernels(ctx, *cache, *kernel) })
+		for _, arch := range strings.FieldsFunc(*fetchOtelcol, func(r rune) bool { return r == ',' }) {
+			g.Go(func() error {
+				_, err := vmtest.FetchOtelcol(ctx, *cache, arch)
+				return err
+			})
+		}
+		return 0, g.Wait()
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
