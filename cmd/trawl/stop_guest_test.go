@@ -88,6 +88,13 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case len(os.Args) == 4 && os.Args[1] == readLaterArg:
+		d, _ := time.ParseDuration(os.Args[3])
+		if err := readLater(os.Args[2], d); err != nil {
+			fmt.Fprintln(os.Stderr, "read later:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case len(os.Args) >= 2 && os.Args[1] == opensLingerArg:
 		opens(os.Args[2:])
 		time.Sleep(lingerTime)

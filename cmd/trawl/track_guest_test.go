@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -212,22 +213,10 @@ func TestTrackSkb(t *testing.T) {
 // kprobe backend: one journey, ended by __fput.
 func TestTrackFile(t *testing.T) {
 	guest.Require(t)
-	path := filepath.Join(t.TempDir(), "trawl-track-file")
-	if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The inode and its file system's device, as the kernel numbers it.
-	st := fi.Sys().(*syscall.Stat_t)
-	dev := unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)
+	path, filter := trackedFile(t)
 	for _, b := range trackBackends(t) {
 		t.Run(b, func(t *testing.T) {
-			cmd := trawlCmd("-q", "--json", "-b", b, "--track", "struct file *",
-				"--filter", fmt.Sprintf("file->f_inode->i_ino == %d && file->f_inode->i_sb->s_dev == %d", st.Ino, dev),
-				"/^(security_file_open|fd_install|vfs_read|filp_flush|filp_close|fput|fput_close_sync|__fput)$/",
+			cmd := trawlCmd("-q", "--json", "-b", b, "--track", "struct file *", "--filter", filter, fileFuncs,
 				"--", os.Args[0], opensArg, path)
 			out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
 			if status != 0 {
@@ -250,5 +239,66 @@ func TestTrackFile(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// fileFuncs are the functions a struct file * passes through from its open
+// to its free, as a pattern.
+const fileFuncs = "/^(security_file_open|fd_install|vfs_read|filp_flush|filp_close|fput|fput_close_sync|__fput)$/"
+
+// trackedFile makes a file for the --track tests, and returns its path and
+// the --filter that picks it by inode and device, as the kernel numbers
+// them.
+func trackedFile(t *testing.T) (string, string) {
+	path := filepath.Join(t.TempDir(), "trawl-track-file")
+	if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	dev := unix.Major(st.Dev)<<20 | unix.Minor(st.Dev)
+	return path, fmt.Sprintf("file->f_inode->i_ino == %d && file->f_inode->i_sb->s_dev == %d", st.Ino, dev)
+}
+
+// readLaterArg as the first argument makes the test binary open the file
+// named by the second, wait for the duration in the third, then read it
+// and close it.
+const readLaterArg = "__read_later"
+
+func readLater(path string, d time.Duration) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	time.Sleep(d)
+	_, err = f.Read(make([]byte, 1))
+	return err
+}
+
+// TestTrackTimeout tracks a struct file * that no traced call receives for
+// longer than --track-timeout: the read after the wait finds it expired.
+// The read passes --filter, so the file is tracked again from there, in a
+// new journey that its free ends: two journeys, two objects tracked, one
+// expired, one freed.
+func TestTrackTimeout(t *testing.T) {
+	guest.Require(t)
+	path, filter := trackedFile(t)
+	b := trackBackends(t)[0] // the expiry is the capture program's, alike on each
+	cmd := trawlCmd("-q", "--json", "-b", b, "--track", "struct file *", "--filter", filter,
+		"--track-timeout", "1s", fileFuncs, "--", os.Args[0], readLaterArg, path, "3s")
+	out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
+	if status != 0 {
+		t.Fatalf("status %d\n%s", status, stderr)
+	}
+	m := trackLine.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no --track line in the summary:\n%s", stderr)
+	}
+	if m[1] != "2" || m[2] != "2" || m[3] != "1" || m[4] != "1" || m[5] != "0" {
+		t.Errorf("want 2 journeys, 2 objects tracked, 1 freed, 1 expired, 0 evicted: %s\n%s", m[0], out)
 	}
 }
