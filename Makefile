@@ -21,8 +21,11 @@ bin/vmrun: FORCE
 bin/guestinit-%: FORCE
 	GOARCH=$* $(GO) build -o $@ ./internal/vmtest/guestinit
 
-# tools and fetch come first so the runner tests in unit find the test bed.
-test: bpf-check tools fetch unit release-check vmtest
+# tools and fetch come first so the runner tests in unit find the test bed;
+# release-check (CPU) runs while fetch downloads (network).
+test: bpf-check tools
+	$(MAKE) -j2 --no-print-directory fetch release-check
+	$(MAKE) --no-print-directory unit vmtest
 
 # unit runs everything that needs no kernel, on the host.
 unit:
