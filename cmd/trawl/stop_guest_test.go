@@ -167,7 +167,11 @@ const (
 )
 
 // backendsHere returns the backends the guest's kernel has, skipping the
-// others with the reason.
+// others with the reason. The per-function backends (fentry, kprobe) are
+// left out where the kernel has a newer one of their family: the guests
+// where they are the best choice test them (fentry on 5.10-6.12, kprobe
+// on 5.10 and arm64-6.12), and the same programs and links would be
+// tested again under emulation.
 func backendsHere(t *testing.T) []string {
 	var have []string
 	for _, b := range trawl.Backends[1:] {
@@ -176,6 +180,15 @@ func backendsHere(t *testing.T) []string {
 			continue
 		}
 		have = append(have, b)
+	}
+	for old, newer := range map[string][]string{
+		trawl.BackendFentry: {trawl.BackendFsession, trawl.BackendTracingMulti},
+		trawl.BackendKprobe: {trawl.BackendKprobeMulti, trawl.BackendKprobeSession},
+	} {
+		if slices.Contains(have, old) && slices.ContainsFunc(newer, func(b string) bool { return slices.Contains(have, b) }) {
+			t.Logf("%s: skipped on %s, which has %v: tested where it is the best of its family", old, guest.Kernel(), newer)
+			have = slices.DeleteFunc(have, func(b string) bool { return b == old })
+		}
 	}
 	return have
 }
