@@ -191,7 +191,7 @@ func TestEntryGraph(t *testing.T) {
 		t.Skipf("every function is attached on amd64-7.3 only, to keep make test within the CI budget; this is %s", k)
 	}
 	exe := os.Args[0]
-	cmd := trawlCmd("-q", "--json", "--entry", openEntry, "*", "--", exe, opensLingerArg, exe, "/trawl-missing-file")
+	cmd := trawlCmd("-q", "--json", "--ring-buffer-size", "64M", "--entry", openEntry, "*", "--", exe, opensLingerArg, exe, "/trawl-missing-file")
 	out, stderr, status := runLimited(t, cmd, 2*startLimit+stopLimit)
 	if status != 0 {
 		t.Fatalf("status %d\n%s", status, stderr)
@@ -212,7 +212,7 @@ func TestEntryGraph(t *testing.T) {
 		}
 	}
 	comm := filepath.Base(exe)[:min(15, len(filepath.Base(exe)))]
-	nested := 0
+	nested, outside := 0, 0
 	for i, c := range calls {
 		if c.Comm != comm {
 			t.Errorf("a call of another task: %+v", c)
@@ -230,9 +230,24 @@ func TestEntryGraph(t *testing.T) {
 			}
 		}
 		if !inside {
-			t.Errorf("a call outside every %s call: %+v", openEntry, c)
+			if outside++; outside <= 5 {
+				t.Logf("a call outside every %s call: %+v", openEntry, c)
+			}
 		}
 		nested++
+	}
+	// An entry call lost to a full ring buffer, or not read when the
+	// command's exit stopped the trace, leaves its nested calls outside
+	// every entry read; the summary counts both.
+	m := callsLine.FindStringSubmatch(stderr)
+	if m == nil || m[2] == "" {
+		t.Fatalf("no count of the calls in the summary:\n%s", stderr)
+	}
+	switch lost := m[3] != "0" || m[4] != "0"; {
+	case outside > 0 && lost:
+		t.Logf("%d of %d calls outside every %s call read, whose entry was among the calls lost:\n%s", outside, nested, openEntry, stderr)
+	case outside > 0:
+		t.Errorf("%d of %d calls outside every %s call, none lost; trawl said:\n%s", outside, nested, openEntry, stderr)
 	}
 	if len(entries) == 0 || nested == 0 {
 		t.Errorf("%d calls of %s, %d calls inside them:\n%s", len(entries), openEntry, nested, stderr)
