@@ -178,25 +178,10 @@ func AncestorCgroup(kprobe bool) error {
 }
 
 func probeTracingAncestorCgroup() error {
-	if err := Fentry(); err != nil {
-		return err
-	}
-	err := loadAndAttach(&ebpf.ProgramSpec{
-		Type:       ebpf.Tracing,
-		AttachType: ebpf.AttachTraceFEntry,
-		AttachTo:   target,
-		Instructions: asm.Instructions{
-			asm.Mov.Imm(asm.R1, 0),
-			asm.FnGetCurrentAncestorCgroupId.Call(),
-			asm.Mov.Imm(asm.R0, 0),
-			asm.Return(),
-		},
-	}, func(p *ebpf.Program) (link.Link, error) {
-		return link.AttachTracing(link.TracingOptions{Program: p})
+	return probeTracingHelpers("bpf_get_current_ancestor_cgroup_id", ebpf.AttachTraceFEntry, asm.Instructions{
+		asm.Mov.Imm(asm.R1, 0),
+		asm.FnGetCurrentAncestorCgroupId.Call(),
+		asm.Mov.Imm(asm.R0, 0),
+		asm.Return(),
 	})
-	var verr *ebpf.VerifierError
-	if errors.As(err, &verr) {
-		return fmt.Errorf("bpf_get_current_ancestor_cgroup_id rejected in fentry programs: %w (%w)", ebpf.ErrNotSupported, err)
-	}
-	return err
 }

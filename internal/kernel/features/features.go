@@ -95,35 +95,38 @@ func probeFentry() error {
 }
 
 func probeFuncArgHelpers() error {
+	// Kernels before 5.17 reject the unknown helper calls with EINVAL.
+	return probeTracingHelpers("bpf_get_func_arg/arg_cnt/ret", ebpf.AttachTraceFExit, asm.Instructions{
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.FnGetFuncArgCnt.Call(),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.Mov.Imm(asm.R2, 0),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -8),
+		asm.FnGetFuncArg.Call(),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -8),
+		asm.FnGetFuncRet.Call(),
+		asm.Mov.Imm(asm.R0, 0),
+		asm.Return(),
+	})
+}
+
+// probeTracingHelpers loads insns, which call the helpers named by what,
+// as a tracing program attached as at to target, and attaches it: a
+// verifier refusal says the kernel lacks the helpers in such programs.
+func probeTracingHelpers(what string, at ebpf.AttachType, insns asm.Instructions) error {
 	if err := Fentry(); err != nil {
 		return err
 	}
-	err := loadAndAttach(&ebpf.ProgramSpec{
-		Type:       ebpf.Tracing,
-		AttachType: ebpf.AttachTraceFExit,
-		AttachTo:   target,
-		Instructions: asm.Instructions{
-			asm.Mov.Reg(asm.R6, asm.R1),
-			asm.FnGetFuncArgCnt.Call(),
-			asm.Mov.Reg(asm.R1, asm.R6),
-			asm.Mov.Imm(asm.R2, 0),
-			asm.Mov.Reg(asm.R3, asm.RFP),
-			asm.Add.Imm(asm.R3, -8),
-			asm.FnGetFuncArg.Call(),
-			asm.Mov.Reg(asm.R1, asm.R6),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, -8),
-			asm.FnGetFuncRet.Call(),
-			asm.Mov.Imm(asm.R0, 0),
-			asm.Return(),
-		},
-	}, func(p *ebpf.Program) (link.Link, error) {
-		return link.AttachTracing(link.TracingOptions{Program: p})
-	})
-	// Kernels before 5.17 reject the unknown helper calls with EINVAL.
+	err := loadAndAttach(&ebpf.ProgramSpec{Type: ebpf.Tracing, AttachType: at, AttachTo: target, Instructions: insns},
+		func(p *ebpf.Program) (link.Link, error) {
+			return link.AttachTracing(link.TracingOptions{Program: p})
+		})
 	var verr *ebpf.VerifierError
 	if errors.As(err, &verr) {
-		return fmt.Errorf("bpf_get_func_arg/arg_cnt/ret rejected: %w (%w)", ebpf.ErrNotSupported, err)
+		return fmt.Errorf("%s rejected in %s programs: %w (%w)", what, at, ebpf.ErrNotSupported, err)
 	}
 	return err
 }
