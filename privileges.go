@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/plan"
 )
 
@@ -80,11 +81,7 @@ type privilegeFacts struct {
 // that cannot be read stays zero.
 func livePrivilegeFacts() privilegeFacts {
 	f := privilegeFacts{uid: os.Geteuid()}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if unix.Capget(&hdr, &data[0]) == nil {
-		f.caps = uint64(data[1].Effective)<<32 | uint64(data[0].Effective)
-	}
+	f.caps = kernel.EffectiveCaps()
 	f.version, _ = plan.HostKernel()
 	f.lockdown = readTrimmed("/sys/kernel/security/lockdown")
 	f.lsm = readTrimmed("/sys/kernel/security/lsm")

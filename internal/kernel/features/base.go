@@ -66,7 +66,7 @@ func probeKprobe() error {
 	}, func(p *ebpf.Program) (link.Link, error) {
 		return link.Kprobe(target, p, nil)
 	})
-	return explainParanoid(err, readParanoid(), hasCapSysAdmin())
+	return explainParanoid(err, readParanoid(), kernel.EffectiveCaps()&(1<<unix.CAP_SYS_ADMIN) != 0)
 }
 
 // ErrPerfParanoid is returned when the kernel opens perf events, which
@@ -97,17 +97,6 @@ func readParanoid() int {
 		return 2
 	}
 	return n
-}
-
-// hasCapSysAdmin reports whether this process has CAP_SYS_ADMIN in its
-// effective set.
-func hasCapSysAdmin() bool {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if unix.Capget(&hdr, &data[0]) != nil {
-		return false
-	}
-	return data[0].Effective&(1<<unix.CAP_SYS_ADMIN) != 0
 }
 
 // Base checks the features trawl cannot run without, whatever the
