@@ -46,14 +46,15 @@ type btfFuncs struct {
 }
 
 // scanFuncs indexes the FUNC types of one raw BTF object by name, reading
-// only the type headers. base is nil for vmlinux.
+// only the type headers, and only those keep needs (the prototypes of the names it keeps). base is nil for
+// vmlinux.
 //
 // Written by hand because cilium/ebpf tells a type's kind only by inflating
 // it together with every type it refers to: finding the functions through
 // Spec.All inflated all of vmlinux and was four fifths of the catalogue's
 // load time. The functions a trace uses are inflated later, one by one
 // (Function.Proto).
-func scanFuncs(raw []byte, base *btfStrings) (btfFuncs, btfStrings, error) {
+func scanFuncs(raw []byte, base *btfStrings, keep *nameSet) (btfFuncs, btfStrings, error) {
 	var funcs btfFuncs
 	if len(raw) < 24 {
 		return funcs, btfStrings{}, errors.New("BTF header truncated")
@@ -77,7 +78,7 @@ func scanFuncs(raw []byte, base *btfStrings) (btfFuncs, btfStrings, error) {
 	if base != nil {
 		out.nextID, baseStrs = base.nextID, base.strings
 	}
-	name := func(off uint32) string {
+	name := func(off uint32) []byte {
 		s := strs
 		if base != nil {
 			if int(off) < len(baseStrs) {
@@ -87,13 +88,13 @@ func scanFuncs(raw []byte, base *btfStrings) (btfFuncs, btfStrings, error) {
 			}
 		}
 		if int(off) >= len(s) {
-			return ""
+			return nil
 		}
 		end := bytes.IndexByte(s[off:], 0)
 		if end < 0 {
-			return ""
+			return nil
 		}
-		return string(s[off : int(off)+end])
+		return s[off : int(off)+end]
 	}
 
 	funcs.index = make(map[string]int32, 1<<12)
@@ -103,8 +104,8 @@ func scanFuncs(raw []byte, base *btfStrings) (btfFuncs, btfStrings, error) {
 		}
 		nameOff, info := bo.Uint32(types[off:]), bo.Uint32(types[off+4:])
 		kind, vlen := (info>>24)&0x1f, int(info&0xffff)
-		if kind == kindFunc {
-			n := name(nameOff)
+		if kind == kindFunc && keep.needsProto(name(nameOff)) {
+			n := string(name(nameOff))
 			i, ok := funcs.index[n]
 			if !ok {
 				i = int32(len(funcs.names))

@@ -23,7 +23,7 @@ type builder struct {
 	ksyms   map[symKey][]uint64   // kallsyms addresses, zeros included
 	used    map[string][]bool     // module -> BTF functions (by btfFuncs index) matched to a traceable symbol
 	clones  map[symKey][]string   // module+base name -> clone symbols in kallsyms
-	keep    func(string) bool     // the names catalogued, nil for all (LoadNames)
+	keep    *nameSet              // the names catalogued, nil for all (LoadNames)
 }
 
 func groupSymbols(syms []Symbol) map[symKey][]uint64 {
@@ -45,7 +45,7 @@ func (b *builder) loadModules(fsys fs.FS, vmlinux *btfObject, ksyms []Symbol) {
 			continue
 		}
 		seen[s.Module] = true
-		obj, err := loadBTF(fsys, s.Module, vmlinux)
+		obj, err := loadBTF(fsys, s.Module, vmlinux, b.keep)
 		if errors.Is(err, fs.ErrNotExist) {
 			slog.Debug("module has no BTF", "module", s.Module)
 			continue
@@ -224,7 +224,7 @@ func (b *builder) untraceable() []Function {
 	var out []Function
 	for module, obj := range b.objects {
 		for i, name := range obj.funcs.names {
-			if b.used[module][i] || b.keep != nil && !b.keep(name) {
+			if b.used[module][i] {
 				continue
 			}
 			k := symKey{module, name}

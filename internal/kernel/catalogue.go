@@ -177,19 +177,12 @@ func Load(fsys fs.FS) (*Catalogue, error) { return loadKept(fsys, nil) }
 // the rest of the kernel's symbols takes most of the catalogue's time off
 // its start. Its Symbolizer reads every symbol at its first use.
 func LoadNames(fsys fs.FS, names []string) (*Catalogue, error) {
-	set := make(map[string]bool, len(names))
-	for _, n := range names {
-		set[n] = true
-	}
-	return loadKept(fsys, func(name string) bool {
-		base, _, _ := strings.Cut(name, ".")
-		return set[name] || set[base]
-	})
+	return loadKept(fsys, newNameSet(names))
 }
 
-// loadKept builds a catalogue of the functions whose names keep accepts, or of
-// all of them (keep nil).
-func loadKept(fsys fs.FS, keep func(string) bool) (*Catalogue, error) {
+// loadKept builds a catalogue of the functions keep keeps, or of all of
+// them (keep nil).
+func loadKept(fsys fs.FS, keep *nameSet) (*Catalogue, error) {
 	var (
 		vmlinux  *btfObject
 		ksyms    []Symbol
@@ -201,20 +194,23 @@ func loadKept(fsys fs.FS, keep func(string) bool) (*Catalogue, error) {
 	var wg sync.WaitGroup
 	var btfErr, symErr error
 	wg.Go(func() {
-		vmlinux, btfErr = loadBTF(fsys, vmlinuxModule, nil)
+		vmlinux, btfErr = loadBTF(fsys, vmlinuxModule, nil, keep)
 	})
+	// The kernel writes kallsyms and the traceable list line by line as
+	// they are read, which takes most of the catalogue's time: read both
+	// at once.
 	wg.Go(func() {
 		data, err := fs.ReadFile(fsys, kallsymsPath)
 		if err != nil {
 			symErr = fmt.Errorf("read kernel symbols: %w", err)
 			return
 		}
-		if ksyms, symbols, symErr = parseKallsyms(data, keep); symErr == nil {
-			if symbols == nil {
-				symbols = lazySymbolizer(data)
-			}
-			traced, source, tfsError = readTracefs(fsys, keep)
+		if ksyms, symbols, symErr = parseKallsyms(data, keep); symErr == nil && symbols == nil {
+			symbols = lazySymbolizer(data)
 		}
+	})
+	wg.Go(func() {
+		traced, source, tfsError = readTracefs(fsys, keep)
 	})
 	wg.Wait()
 	if err := cmp.Or(btfErr, symErr); err != nil {
@@ -250,8 +246,8 @@ func loadKept(fsys fs.FS, keep func(string) bool) (*Catalogue, error) {
 }
 
 // readTracefs reads the traceable set from the first tracefs mount that
-// has it (with keep, the part of it keep accepts).
-func readTracefs(fsys fs.FS, keep func(string) bool) ([]Symbol, Source, error) {
+// has it (with keep, the part of it keep keeps).
+func readTracefs(fsys fs.FS, keep *nameSet) ([]Symbol, Source, error) {
 	var errs []error
 	for _, dir := range tracefsDirs {
 		for _, f := range []struct {
@@ -305,8 +301,9 @@ type btfObject struct {
 	strings btfStrings // what a module's split BTF needs of vmlinux's
 }
 
-// loadBTF loads the BTF of vmlinux (base == nil) or of a module.
-func loadBTF(fsys fs.FS, module string, base *btfObject) (*btfObject, error) {
+// loadBTF loads the BTF of vmlinux (base == nil) or of a module, with
+// the functions keep keeps.
+func loadBTF(fsys fs.FS, module string, base *btfObject, keep *nameSet) (*btfObject, error) {
 	data, err := fs.ReadFile(fsys, path.Join(btfDir, module))
 	if errors.Is(err, fs.ErrNotExist) && base == nil {
 		return nil, ErrNoBTF
@@ -325,7 +322,7 @@ func loadBTF(fsys fs.FS, module string, base *btfObject) (*btfObject, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse BTF of %s: %w", module, err)
 	}
-	if obj.funcs, obj.strings, err = scanFuncs(data, baseStrings); err != nil {
+	if obj.funcs, obj.strings, err = scanFuncs(data, baseStrings, keep); err != nil {
 		return nil, fmt.Errorf("parse BTF of %s: %w", module, err)
 	}
 	return obj, nil

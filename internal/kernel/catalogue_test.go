@@ -270,6 +270,19 @@ func BenchmarkLoadLive(b *testing.B) {
 	runtime.KeepAlive(c)
 }
 
+// BenchmarkLoadNamesLive loads the catalogue a trace of one function
+// named in full loads at its start (the cold start of issue 16).
+func BenchmarkLoadNamesLive(b *testing.B) {
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		b.Skip("no kernel BTF on this machine")
+	}
+	for b.Loop() {
+		if _, err := LoadNames(os.DirFS("/"), []string{"vfs_read"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // TestLoadNames checks that the catalogue of some names describes each of
 // them exactly as the whole catalogue does, and symbolises alike.
 func TestLoadNames(t *testing.T) {

@@ -24,7 +24,7 @@ type Symbol struct {
 // Padding symbols (__pfx_, __cfi_) that precede functions are skipped.
 // With keep, it returns only the text symbols whose names keep accepts,
 // and no Symbolizer.
-func parseKallsyms(data []byte, keep func(string) bool) ([]Symbol, *Symbolizer, error) {
+func parseKallsyms(data []byte, keep *nameSet) ([]Symbol, *Symbolizer, error) {
 	var text []Symbol
 	var all symbolizerBuilder
 	for n, line := range lines(data) {
@@ -34,7 +34,7 @@ func parseKallsyms(data []byte, keep func(string) bool) ([]Symbol, *Symbolizer, 
 		if name == "" {
 			return nil, nil, fmt.Errorf("kallsyms line %d: want \"ADDRESS TYPE NAME\", got %q", n, line)
 		}
-		if keep != nil && !keep(name) {
+		if !keep.has(name) {
 			continue
 		}
 		if strings.HasPrefix(name, "__pfx_") || strings.HasPrefix(name, "__cfi_") {
@@ -65,7 +65,7 @@ func parseKallsyms(data []byte, keep func(string) bool) ([]Symbol, *Symbolizer, 
 // Entries the kernel marks invalid (__ftrace_invalid_address___N, left by
 // weak functions that were overridden) are skipped, and with keep, those
 // whose names keep refuses.
-func parseFilterFunctions(data []byte, withAddrs bool, keep func(string) bool) ([]Symbol, error) {
+func parseFilterFunctions(data []byte, withAddrs bool, keep *nameSet) ([]Symbol, error) {
 	var syms []Symbol
 	for n, line := range lines(data) {
 		var sym Symbol
@@ -75,7 +75,7 @@ func parseFilterFunctions(data []byte, withAddrs bool, keep func(string) bool) (
 		}
 		if withAddrs {
 			name, _ := nextField(rest)
-			if keep != nil && !keep(name) {
+			if !keep.has(name) {
 				continue
 			}
 			addr, err := strconv.ParseUint(first, 16, 64)
@@ -87,7 +87,7 @@ func parseFilterFunctions(data []byte, withAddrs bool, keep func(string) bool) (
 				return nil, fmt.Errorf("available_filter_functions_addrs line %d: want \"ADDRESS NAME\", got %q", n, line)
 			}
 		}
-		if keep != nil && !keep(first) {
+		if !keep.has(first) {
 			continue
 		}
 		sym.Name = first
