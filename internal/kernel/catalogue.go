@@ -200,7 +200,7 @@ func loadKept(fsys fs.FS, keep *nameSet) (*Catalogue, error) {
 	// they are read, which takes most of the catalogue's time: read both
 	// at once.
 	wg.Go(func() {
-		data, err := fs.ReadFile(fsys, kallsymsPath)
+		data, err := readFile(fsys, kallsymsPath)
 		if err != nil {
 			symErr = fmt.Errorf("read kernel symbols: %w", err)
 			return
@@ -210,11 +210,23 @@ func loadKept(fsys fs.FS, keep *nameSet) (*Catalogue, error) {
 		}
 	})
 	wg.Go(func() {
-		traced, source, tfsError = readTracefs(fsys, keep)
+		files := traceableFiles
+		if keep != nil {
+			// The names alone: the kernel writes them in about half the
+			// time, and they tell the copies of a name apart unless
+			// some are not traceable (below).
+			files = []traceableFile{files[1], files[0]}
+		}
+		traced, source, tfsError = readTracefs(fsys, keep, files)
 	})
 	wg.Wait()
 	if err := cmp.Or(btfErr, symErr); err != nil {
 		return nil, err
+	}
+	if source == FromFilterNames && keep != nil && someCopiesUntraceable(traced, ksyms) {
+		if t, s, err := readTracefs(fsys, keep, traceableFiles[:1]); err == nil {
+			traced, source = t, s
+		}
 	}
 
 	b := builder{
@@ -245,16 +257,38 @@ func loadKept(fsys fs.FS, keep *nameSet) (*Catalogue, error) {
 	return c, nil
 }
 
-// readTracefs reads the traceable set from the first tracefs mount that
-// has it (with keep, the part of it keep keeps).
-func readTracefs(fsys fs.FS, keep *nameSet) ([]Symbol, Source, error) {
+// readFile reads a file whole. Written by hand because fs.ReadFile, for a
+// file whose size it cannot know beforehand (those of /proc and tracefs),
+// grows its buffer by a quarter at a time from 512 bytes, copying
+// kallsyms (10 MB) about four times over; this doubles it from 1 MB.
+func readFile(fsys fs.FS, name string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := bytes.NewBuffer(make([]byte, 0, 1<<20))
+	_, err = buf.ReadFrom(f)
+	return buf.Bytes(), err
+}
+
+// traceableFile is a tracefs file listing the traceable functions.
+type traceableFile struct {
+	name   string
+	source Source
+}
+
+// traceableFiles are the files listing the traceable functions, best
+// first: the addresses tell apart the copies of a name.
+var traceableFiles = []traceableFile{{filterAddrs, FromFilterAddrs}, {filterNames, FromFilterNames}}
+
+// readTracefs reads the traceable set from the first of files that a
+// tracefs mount has (with keep, the part of it keep keeps).
+func readTracefs(fsys fs.FS, keep *nameSet, files []traceableFile) ([]Symbol, Source, error) {
 	var errs []error
 	for _, dir := range tracefsDirs {
-		for _, f := range []struct {
-			name   string
-			source Source
-		}{{filterAddrs, FromFilterAddrs}, {filterNames, FromFilterNames}} {
-			data, err := fs.ReadFile(fsys, path.Join(dir, f.name))
+		for _, f := range files {
+			data, err := readFile(fsys, path.Join(dir, f.name))
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -271,6 +305,26 @@ func readTracefs(fsys fs.FS, keep *nameSet) ([]Symbol, Source, error) {
 		}
 	}
 	return nil, 0, firstInteresting(errs)
+}
+
+// someCopiesUntraceable says whether kallsyms has a name of traced more
+// often than traced does: which of its copies are traceable is then known
+// only from their addresses.
+func someCopiesUntraceable(traced, ksyms []Symbol) bool {
+	n := make(map[symKey]int, len(traced))
+	for _, s := range traced {
+		n[symKey{s.Module, s.Name}]++
+	}
+	for _, s := range ksyms {
+		k := symKey{s.Module, s.Name}
+		if c, ok := n[k]; ok {
+			if c == 0 {
+				return true
+			}
+			n[k] = c - 1
+		}
+	}
+	return false
 }
 
 // firstInteresting picks the error to show the user among the failed
@@ -313,9 +367,17 @@ func loadBTF(fsys fs.FS, module string, base *btfObject, keep *nameSet) (*btfObj
 	}
 	obj := &btfObject{}
 	var baseStrings *btfStrings
-	if base == nil {
+	switch {
+	case base == nil && fsys == liveRoot:
+		// The BTF the process's loads and probes use: decoding it takes
+		// longer than reading it (a quarter of a second under emulation),
+		// and a copy is private (module BTF decoded on it writes to it).
+		if obj.spec, err = BTFCache().Kernel(); err == nil {
+			obj.spec = obj.spec.Copy()
+		}
+	case base == nil:
 		obj.spec, err = btf.LoadSpecFromReader(bytes.NewReader(data))
-	} else {
+	default:
 		obj.spec, err = btf.LoadSplitSpecFromReader(bytes.NewReader(data), base.spec)
 		baseStrings = &base.strings
 	}

@@ -357,4 +357,13 @@ func TestNotraceCopy(t *testing.T) {
 	if f := only(t, load(t, fsys), "tcp_sendmsg"); !f.Traceable || f.Copies != 2 || len(f.Addrs) != 1 {
 		t.Errorf("tcp_sendmsg with a notrace copy: %+v, want traceable, 2 copies, 1 address", f)
 	}
+	// A catalogue of some names reads the names of the traceable
+	// functions, then their addresses for a name with an untraceable copy.
+	part, err := LoadNames(fsys, []string{"tcp_sendmsg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := only(t, part, "tcp_sendmsg"); !f.Traceable || f.Copies != 2 || len(f.Addrs) != 1 || part.Source() != FromFilterAddrs {
+		t.Errorf("tcp_sendmsg with a notrace copy, named: %+v from %s, want traceable, 2 copies, 1 address, from %s", f, part.Source(), FromFilterAddrs)
+	}
 }

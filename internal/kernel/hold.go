@@ -35,13 +35,17 @@ var live = &holder{load: loadLive, loadNames: loadLiveNames, modules: loadedModu
 
 // loadLive loads the running kernel's catalogue (its time is logged for
 // trawl --debug).
+// liveRoot is the running system's files, whose vmlinux BTF the process's
+// BTF cache decodes (see loadBTF).
+var liveRoot = os.DirFS("/")
+
 func loadLive() (*Catalogue, error) {
-	return timedLoad(func() (*Catalogue, error) { return Load(os.DirFS("/")) })
+	return timedLoad(func() (*Catalogue, error) { return Load(liveRoot) })
 }
 
 // loadLiveNames loads the running kernel's catalogue of names.
 func loadLiveNames(names []string) (*Catalogue, error) {
-	return timedLoad(func() (*Catalogue, error) { return LoadNames(os.DirFS("/"), names) })
+	return timedLoad(func() (*Catalogue, error) { return LoadNames(liveRoot, names) })
 }
 
 func timedLoad(load func() (*Catalogue, error)) (*Catalogue, error) {

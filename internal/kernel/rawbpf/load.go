@@ -7,13 +7,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
+
+	"github.com/trawl-dev/trawl/internal/kernel"
 )
 
 // progLoadAttr is the BPF_PROG_LOAD member of union bpf_attr up to
@@ -145,15 +146,9 @@ func loadError(spec *TracingSpec, err error, logBuf []byte) error {
 	}
 }
 
-// kernelSpec is vmlinux BTF, read once: btf.LoadKernelSpec copies its
-// cached spec, and decoding it again on every load cost fsession about
-// 0.4 s per function under emulation. vmlinux BTF has no base, so the
-// shared spec is safe for concurrent use.
-var kernelSpec = sync.OnceValues(btf.LoadKernelSpec)
-
 // kernelFuncID returns the vmlinux BTF id of the function name.
 func kernelFuncID(name string) (btf.TypeID, error) {
-	spec, err := kernelSpec()
+	spec, err := kernel.BTFCache().Kernel()
 	if err != nil {
 		return 0, fmt.Errorf("read kernel BTF: %w", err)
 	}

@@ -21,6 +21,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+
+	"github.com/trawl-dev/trawl/internal/kernel"
 )
 
 // AttachType is a value of the kernel's enum bpf_attach_type that
@@ -83,7 +85,7 @@ var ErrVerifier = errors.New("the BPF verifier rejected the program")
 // kernel's BTF lists a among the enumerators of enum bpf_attach_type: a
 // kernel that does not name an attach type cannot load programs of it.
 func kernelKnows(a AttachType) error {
-	spec, err := kernelSpec()
+	spec, err := kernel.BTFCache().Kernel()
 	if err != nil {
 		return fmt.Errorf("read kernel BTF: %w", err)
 	}
