@@ -93,7 +93,7 @@ soak: tools fetch
 .PHONY: bench
 BENCH_PARTS ?= calls attach
 BENCH_ARGS ?=
-bench: tools fetch bin/trawl-bench-amd64 bin/trawl-bench-arm64
+bench: tools fetch bin/trawl-bench-amd64 bin/trawl-bench-arm64 bin/trawl-amd64 bin/trawl-arm64
 	@failed=; for k in $(KERNEL); do b=bin/trawl-bench-$${k%%-*}; \
 		case " $(BENCH_PARTS) " in *" calls "*) \
 			bin/vmrun -icount -kernel $$k $$b -skip-attach -skip-overview $(BENCH_ARGS) || failed="$$failed $$k(calls)";; esac; \

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/internal/kernel"
-	"github.com/trawl-dev/trawl/internal/selector"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
 
@@ -57,10 +57,11 @@ type measured struct {
 // then each bpftrace variant on the same functions, and prints the table.
 // names are the attach bench's functions; those with more arguments than
 // bpftrace takes are left out, and bpftrace gets the functions trawl
-// attached. load is how long loading the catalogue took, which trawl.Open
-// does not pay again in this process but a trawl command pays once. Each
-// measurement runs rounds times in a row and the fastest run counts.
-func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, load time.Duration, names []string, sizes []int, budget time.Duration, rounds int) error {
+// attached. trawl is measured twice: trawl.Open in this process, whose
+// catalogue is loaded, and the trawl command beside this one, which pays
+// its whole start as bpftrace does. Each measurement runs rounds times in
+// a row and the fastest run counts.
+func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, names []string, sizes []int, budget time.Duration, rounds int) error {
 	fmt.Printf("### fentry vs bpftrace\n\n")
 	cmd, err := guest.Bpftrace()
 	if err == nil {
@@ -77,18 +78,19 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, load time.D
 	}
 	maxArgs := bpftraceMaxArgs[runtime.GOARCH]
 	fns := fewArgs(cat, names, maxArgs)
-	fmt.Printf("trawl.Open with the fentry backend on N functions picked evenly from the %d functions of the attach bench that have at most %d arguments (%s leaves functions with more out of kfunc probes on %s), then Close; then %s on the functions trawl attached, once with a kfunc (fentry) probe on each, once with a kfunc and a kretfunc (fexit) probe on each, as many programs and trampolines as trawl's fentry and fexit pair. Every probe is `{ @[probe] = count(); }` (one program per probe), with `BEGIN { exit(); }`. bpftrace open: from its start until it says every probe is attached; close: from then until it exits. trawl cold: trawl open plus loading the catalogue a trawl command on that pattern loads at its start, as bpftrace pays its own start: only the named functions' (all of them: %s in this guest). ratio: bpftrace open / trawl open; cold ratio: bpftrace open / trawl cold. Each measurement runs %d times in a row and the run with the shortest open time counts: host load only ever slows a run down.\n\n",
-		len(fns), maxArgs, strings.TrimSpace(string(version)), runtime.GOARCH, strings.TrimSpace(string(version)), round(load), rounds)
-	header, rule := "| N | functions | trawl open | trawl cold | trawl close", "|---|---|---|---|---"
+	command, commandErr := trawlCommand()
+	fmt.Printf("trawl.Open with the fentry backend on N functions picked evenly from the %d functions of the attach bench that have at most %d arguments (%s leaves functions with more out of kfunc probes on %s), then Close; the trawl command (`trawl --backend fentry NAME...`, tracing the whole system) on the same functions, from its start until it says it is tracing (armed) and from an interrupt then until it exits; then %s on the functions trawl attached, once with a kfunc (fentry) probe on each, once with a kfunc and a kretfunc (fexit) probe on each, as many programs and trampolines as trawl's fentry and fexit pair. Every probe is `{ @[probe] = count(); }` (one program per probe), with `BEGIN { exit(); }`. bpftrace open: from its start until it says every probe is attached; close: from then until it exits. trawl.Open does not load the catalogue, which this bench did at its start; the command pays its whole start (catalogue, BTF, probes), as bpftrace does. ratio: bpftrace open / trawl open; command ratio: bpftrace open / trawl command open. Each measurement runs %d times in a row and the run with the shortest open time counts: host load only ever slows a run down.\n\n",
+		len(fns), maxArgs, strings.TrimSpace(string(version)), runtime.GOARCH, strings.TrimSpace(string(version)), rounds)
+	header, rule := "| N | functions | trawl open | trawl close | trawl command open | command close | command, auto: backend | open | close", "|---|---|---|---|---|---|---|---|---"
 	for _, v := range bpftraceVariants {
-		header += fmt.Sprintf(" | %s open | close | ratio | cold ratio", v.name)
-		rule += "|---|---|---|---"
+		header += fmt.Sprintf(" | %s open | close | ratio | command ratio | auto ratio", v.name)
+		rule += "|---|---|---|---|---"
 	}
 	fmt.Println(header + " |")
 	fmt.Println(rule + "|")
-	// One predictor and one failure per column group: trawl, then the
-	// bpftrace variants.
-	preds := make([]predictor, 1+len(bpftraceVariants))
+	// One predictor and one failure per column group: trawl, the trawl
+	// command with fentry and with auto, then the bpftrace variants.
+	preds := make([]predictor, 3+len(bpftraceVariants))
 	failed := make([]string, len(preds))
 	// notes say which functions trawl left out, and why.
 	var notes []string
@@ -100,7 +102,6 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, load time.D
 		if n != allFunctions {
 			set = pick(fns, n)
 		}
-		load := coldLoad(patternFor(set), load)
 		run := func(i int, name string, measure func() (attachResult, error)) measured {
 			if failed[i] != "" {
 				return measured{why: "not run: failed at N=" + failed[i]}
@@ -133,10 +134,24 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, load time.D
 			notes = append(notes, fmt.Sprintf("N=%s: trawl left out %s: %s.", label, strings.Join(fns, ", "), reason))
 		}
 		attached := slices.DeleteFunc(slices.Clone(set), func(fn string) bool { return slices.Contains(skipped, fn) })
-		row := fmt.Sprintf("| %s | %d | %s", label, len(attached), trawlCells(trawlRun, load))
+		var commandRun, autoRun measured
+		var autoBackend string
+		if commandErr != nil {
+			commandRun.why, autoRun.why = oneLine(commandErr), oneLine(commandErr)
+		} else {
+			commandRun = run(1, "trawl command", func() (attachResult, error) {
+				r, _, err := trawlCommandOnce(ctx, command, trawl.BackendFentry, attached)
+				return r, err
+			})
+			autoRun = run(2, "trawl command auto", func() (r attachResult, err error) {
+				r, autoBackend, err = trawlCommandOnce(ctx, command, trawl.BackendAuto, attached)
+				return r, err
+			})
+		}
+		row := fmt.Sprintf("| %s | %d | %s | %s | %s | %s", label, len(attached), cells(trawlRun), cells(commandRun), autoBackend, cells(autoRun))
 		for i, v := range bpftraceVariants {
-			m := run(i+1, v.name, func() (attachResult, error) { return bpftraceOnce(ctx, cmd, v.providers, attached) })
-			row += " | " + bpftraceCells(m, trawlRun, load)
+			m := run(i+3, v.name, func() (attachResult, error) { return bpftraceOnce(ctx, cmd, v.providers, attached) })
+			row += " | " + bpftraceCells(m, trawlRun, commandRun, autoRun)
 		}
 		fmt.Println(row + " |")
 	}
@@ -148,42 +163,98 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, load time.D
 	return nil
 }
 
-// coldLoad is how long a trawl command on pattern loads its catalogue:
-// only the named functions' when the pattern names each in full, as
-// trawl.Open does (kernel.LoadNames), else every function's (full).
-func coldLoad(pattern string, full time.Duration) time.Duration {
-	names, ok := selector.LiteralNames([]string{pattern})
-	if !ok {
-		return full
-	}
-	start := time.Now()
-	if _, err := kernel.LoadNames(os.DirFS("/"), names); err != nil {
-		fmt.Fprintf(os.Stderr, "trawl-bench: load the catalogue of %d names: %v\n", len(names), err)
-		return full
-	}
-	return time.Since(start)
-}
-
-// trawlCells formats trawl's open time, its cold open time (plus load,
-// the catalogue's load time) and its close time.
-func trawlCells(m measured, load time.Duration) string {
+// cells formats an open and a close time.
+func cells(m measured) string {
 	if m.why != "" {
-		return m.why + " | | "
+		return m.why + " | "
 	}
-	return fmt.Sprintf("%s | %s | %s", round(m.r.open), round(m.r.open+load), round(m.r.close))
+	return fmt.Sprintf("%s | %s", round(m.r.open), round(m.r.close))
 }
 
 // bpftraceCells formats bpftrace's open and close times and the ratios of
-// its open time to trawl's open and cold open times.
-func bpftraceCells(m, trawl measured, load time.Duration) string {
-	switch {
-	case m.why != "":
-		return m.why + " | | | "
-	case trawl.why != "":
-		return fmt.Sprintf("%s | %s | | ", round(m.r.open), round(m.r.close))
+// its open time to those of trawl.Open and of the trawl commands.
+func bpftraceCells(m measured, trawls ...measured) string {
+	if m.why != "" {
+		return m.why + strings.Repeat(" | ", 1+len(trawls))
 	}
-	return fmt.Sprintf("%s | %s | %.2f | %.2f", round(m.r.open), round(m.r.close),
-		m.r.open.Seconds()/trawl.r.open.Seconds(), m.r.open.Seconds()/(trawl.r.open+load).Seconds())
+	cells := fmt.Sprintf("%s | %s", round(m.r.open), round(m.r.close))
+	for _, t := range trawls {
+		cells += " | "
+		if t.why == "" {
+			cells += fmt.Sprintf("%.2f", m.r.open.Seconds()/t.r.open.Seconds())
+		}
+	}
+	return cells
+}
+
+// trawlCommand returns the path of the trawl command built for this
+// machine: beside this bench, or in bin/ of the working directory (make
+// bench builds both into bin/ and runs the bench from the repository,
+// which the guest shares).
+func trawlCommand() (string, error) {
+	name := "trawl-" + runtime.GOARCH
+	var paths []string
+	if self, err := os.Executable(); err == nil {
+		paths = append(paths, filepath.Join(filepath.Dir(self), name))
+	}
+	paths = append(paths, filepath.Join("bin", name))
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no trawl command at %s", strings.Join(paths, " or "))
+}
+
+// trawlCommandOnce runs the trawl command on fns with a backend, tracing
+// the whole system, and times it as bpftraceOnce times bpftrace: open from
+// its start until it says it is tracing (armed), close from an interrupt
+// then until it exits. It returns the backend the command says it uses.
+func trawlCommandOnce(ctx context.Context, command, backend string, fns []string) (r attachResult, used string, err error) {
+	r.selected = len(fns)
+	c := exec.CommandContext(ctx, command, append([]string{"--backend", backend}, fns...)...)
+	stderr, err := c.StderrPipe()
+	if err != nil {
+		return r, "", err
+	}
+	start := time.Now()
+	if err := c.Start(); err != nil {
+		return r, "", fmt.Errorf("start trawl: %w", err)
+	}
+	waited := false
+	defer func() {
+		if !waited {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}()
+	var interrupted time.Time
+	var messages []string
+	lines := bufio.NewScanner(stderr)
+	for lines.Scan() {
+		line := lines.Text()
+		if r.open == 0 && strings.HasPrefix(line, "trawl: tracing ") {
+			r.open = time.Since(start)
+			if _, err := fmt.Sscanf(line, "trawl: tracing %d functions with %s", &r.attached, &used); err != nil {
+				return r, "", fmt.Errorf("trawl's tracing line: %q: %w", line, err)
+			}
+			interrupted = time.Now()
+			if err := c.Process.Signal(os.Interrupt); err != nil {
+				return r, "", fmt.Errorf("interrupt trawl: %w", err)
+			}
+			continue
+		}
+		messages = append(messages, line)
+	}
+	err, waited = c.Wait(), true
+	if r.open == 0 {
+		return r, "", fmt.Errorf("trawl did not start tracing (%v): %s", err, strings.Join(messages, " / "))
+	}
+	if err != nil {
+		return r, "", fmt.Errorf("trawl failed after an interrupt (%w): %s", err, strings.Join(messages, " / "))
+	}
+	r.close = time.Since(interrupted)
+	return r, used, nil
 }
 
 // fewArgs returns the names, in order, of vmlinux functions with at most

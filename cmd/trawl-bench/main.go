@@ -136,7 +136,7 @@ func run(ctx context.Context, o options) error {
 			if o.vsRounds < 1 {
 				return fmt.Errorf("-bpftrace-rounds must be at least 1, not %d", o.vsRounds)
 			}
-			if err := benchVersusBpftrace(ctx, cat, loadTime, names, ns, o.budget, o.vsRounds); err != nil {
+			if err := benchVersusBpftrace(ctx, cat, names, ns, o.budget, o.vsRounds); err != nil {
 				return err
 			}
 		}
