@@ -48,7 +48,7 @@ func ChooseBackend(cfg Config) (name, why string, err error) {
 	if err != nil {
 		return "", "", publicError(err)
 	}
-	b, why, err := session.Choose(cfg.Backend, sel, session.LiveProbe)
+	b, why, err := session.Choose(cfg.Backend, sel, len(cfg.Entries) > 0, session.LiveProbe)
 	if err != nil {
 		return "", "", err
 	}

@@ -64,9 +64,12 @@ func LiveProbe(b *backend.Backend) error { return b.Needs() }
 //     trampolines' argument helpers, arm64 before 6.0) a classic kprobe
 //     and kretprobe per function, for as many functions as half the
 //     available memory holds (backend.ErrNotEnoughMemory).
-func Choose(name string, sel *selector.Selection, probe Probe) (*backend.Backend, string, error) {
+//   - With --entry (gated), fentry instead of fsession: an fsession exit
+//     runs for every call, fentry's returns at once for a call outside
+//     every entry call.
+func Choose(name string, sel *selector.Selection, gated bool, probe Probe) (*backend.Backend, string, error) {
 	if name == Auto || name == "" {
-		b, why := auto(sel, probe)
+		b, why := auto(sel, gated, probe)
 		if b == nil {
 			return nil, "", noBackend(probe)
 		}
@@ -82,13 +85,18 @@ func Choose(name string, sel *selector.Selection, probe Probe) (*backend.Backend
 	return b, "chosen by the caller", nil
 }
 
-func auto(sel *selector.Selection, probe Probe) (*backend.Backend, string) {
+func auto(sel *selector.Selection, gated bool, probe Probe) (*backend.Backend, string) {
 	n := len(sel.Selected)
-	// can reports whether b can attach the selection on this kernel.
-	can := func(b *backend.Backend) bool { return probe(b) == nil }
+	// can reports whether b can attach the selection on this kernel. With
+	// --entry (gated), fsession is passed over: its exit runs for every
+	// call, where fentry's exit returns at once for a call outside every
+	// entry call (docs/benchmarks.md, "The --entry gate").
+	can := func(b *backend.Backend) bool { return probe(b) == nil && !(gated && b == backend.Fsession) }
 	switch {
 	case n <= autoSessionMax && can(backend.Fsession):
 		return backend.Fsession, fmt.Sprintf("%d functions (at most %d): one fsession trampoline program each, faster to attach than a tracing_multi link", n, autoSessionMax)
+	case n <= autoSessionMax && gated && can(backend.Fentry):
+		return backend.Fentry, fmt.Sprintf("%d functions (at most %d) with --entry: one fentry and one fexit program each, faster to attach than a tracing_multi link; fsession's exit would run for calls outside the entry calls", n, autoSessionMax)
 	case can(backend.TracingMulti):
 		return backend.TracingMulti, fmt.Sprintf("one program and one tracing_multi link for all %d functions, trampoline cost per call", n)
 	case n <= autoTrampolineMax && can(backend.Fsession):
@@ -142,7 +150,7 @@ func AutoChoices(probe Probe) []AutoChoice {
 		for i := range r[0] {
 			sel.Selected = append(sel.Selected, &kernel.Function{Name: fmt.Sprint("f", i)})
 		}
-		b, _ := auto(sel, probe)
+		b, _ := auto(sel, false, probe)
 		if b == nil {
 			return nil
 		}

@@ -45,25 +45,30 @@ func TestChooseAuto(t *testing.T) {
 		kernel        []string
 		vmlinux, mods int
 		want          string
+		gated         bool // --entry
 	}{
-		{"7.3 x86", all, 5000, 0, "tracing-multi"},
-		{"7.3 x86, modules", all, 5000, 1, "tracing-multi"},
-		{"7.3 x86, few, modules", all, 5, 1, "fsession"},
-		{"7.3 x86, 8", all, 8, 0, "fsession"},
-		{"7.3 x86, 9", all, 9, 0, "tracing-multi"},
-		{"7.0", all[:4], 20, 0, "fsession"},
-		{"7.0, more than 20", all[:4], 21, 0, "kprobe-session"},
-		{"6.12", all[:3], 5, 0, "fentry"},
-		{"6.6", all[:2], 100, 0, "kprobe-multi"},
-		{"arm64 6.12", all[:1], 100, 0, "fentry"},
-		{"no kprobe.multi, fsession", []string{"fentry", "fsession"}, 100, 0, "fsession"},
-		{"no kprobe.multi, fsession, modules", []string{"fentry", "fsession"}, 100, 1, "fsession"},
-		{"amd64 5.10", []string{"fentry", "kprobe"}, 5, 0, "fentry"},
-		{"amd64 5.10, many", []string{"fentry", "kprobe"}, 100, 0, "fentry"},
-		{"arm64 5.10", []string{"kprobe"}, 5, 0, "kprobe"},
-		{"arm64 5.10, many", []string{"kprobe"}, 100, 0, "kprobe"},
+		{"7.3 x86", all, 5000, 0, "tracing-multi", false},
+		{"7.3 x86, modules", all, 5000, 1, "tracing-multi", false},
+		{"7.3 x86, few, modules", all, 5, 1, "fsession", false},
+		{"7.3 x86, 8", all, 8, 0, "fsession", false},
+		{"7.3 x86, 9", all, 9, 0, "tracing-multi", false},
+		{"7.0", all[:4], 20, 0, "fsession", false},
+		{"7.0, more than 20", all[:4], 21, 0, "kprobe-session", false},
+		{"6.12", all[:3], 5, 0, "fentry", false},
+		{"6.6", all[:2], 100, 0, "kprobe-multi", false},
+		{"arm64 6.12", all[:1], 100, 0, "fentry", false},
+		{"no kprobe.multi, fsession", []string{"fentry", "fsession"}, 100, 0, "fsession", false},
+		{"no kprobe.multi, fsession, modules", []string{"fentry", "fsession"}, 100, 1, "fsession", false},
+		{"amd64 5.10", []string{"fentry", "kprobe"}, 5, 0, "fentry", false},
+		{"amd64 5.10, many", []string{"fentry", "kprobe"}, 100, 0, "fentry", false},
+		{"arm64 5.10", []string{"kprobe"}, 5, 0, "kprobe", false},
+		{"arm64 5.10, many", []string{"kprobe"}, 100, 0, "kprobe", false},
+		{"7.3 x86, few, --entry", all, 5, 0, "fentry", true},
+		{"7.3 x86, many, --entry", all, 5000, 0, "tracing-multi", true},
+		{"7.0, 20, --entry", all[:4], 20, 0, "fentry", true},
+		{"no kprobe.multi, fsession, --entry", []string{"fentry", "fsession"}, 100, 0, "fentry", true},
 	} {
-		b, why, err := Choose(Auto, selection(c.vmlinux, c.mods), kernelWith(c.kernel...))
+		b, why, err := Choose(Auto, selection(c.vmlinux, c.mods), c.gated, kernelWith(c.kernel...))
 		if err != nil || b.Name != c.want || why == "" {
 			t.Errorf("%s: %v (%q), %v; want %s", c.name, b.Name, why, err, c.want)
 		}
@@ -72,13 +77,13 @@ func TestChooseAuto(t *testing.T) {
 
 func TestChooseByName(t *testing.T) {
 	sel := selection(1, 0)
-	if b, _, err := Choose("kprobe-multi", sel, kernelWith("kprobe-multi")); err != nil || b != backend.KprobeMulti {
+	if b, _, err := Choose("kprobe-multi", sel, false, kernelWith("kprobe-multi")); err != nil || b != backend.KprobeMulti {
 		t.Errorf("kprobe-multi on a kernel with it: %v, %v", b, err)
 	}
-	if _, _, err := Choose("fsession", sel, kernelWith("fentry")); err == nil {
+	if _, _, err := Choose("fsession", sel, false, kernelWith("fentry")); err == nil {
 		t.Error("fsession on a kernel without it: no error")
 	}
-	if _, _, err := Choose(Auto, sel, kernelWith()); err == nil || !strings.Contains(err.Error(), "kprobe: not on this kernel") {
+	if _, _, err := Choose(Auto, sel, false, kernelWith()); err == nil || !strings.Contains(err.Error(), "kprobe: not on this kernel") {
 		t.Errorf("auto on a kernel without any backend: %v, want what each lacks", err)
 	}
 	// arm64-5.10 at Debian's perf_event_paranoid 3: what the user can
@@ -89,10 +94,10 @@ func TestChooseByName(t *testing.T) {
 		}
 		return fmt.Errorf("%s: %w", b.Name, ebpf.ErrNotSupported)
 	}
-	if _, _, err := Choose(Auto, sel, paranoid); err == nil || !strings.HasPrefix(err.Error(), "no backend can attach on this kernel: kprobe: perf events need CAP_SYS_ADMIN") {
+	if _, _, err := Choose(Auto, sel, false, paranoid); err == nil || !strings.HasPrefix(err.Error(), "no backend can attach on this kernel: kprobe: perf events need CAP_SYS_ADMIN") {
 		t.Errorf("auto where only a permission is missing: %v, want that first", err)
 	}
-	if _, _, err := Choose("uprobe", sel, kernelWith("fentry")); err == nil {
+	if _, _, err := Choose("uprobe", sel, false, kernelWith("fentry")); err == nil {
 		t.Error("an unknown backend: no error")
 	}
 }

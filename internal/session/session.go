@@ -179,7 +179,7 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe Probe) error {
 		}
 		s.track.addLifeFuncs(cat, s.Selection)
 	}
-	if s.Backend, _, err = Choose(cfg.Backend, s.Selection, probe); err != nil {
+	if s.Backend, _, err = Choose(cfg.Backend, s.Selection, len(cfg.Entries) > 0, probe); err != nil {
 		return err
 	}
 	if s.track != nil && s.Backend == backend.Fentry {
