@@ -18,8 +18,11 @@ tools: bin/vmrun bin/guestinit-amd64 bin/guestinit-arm64
 bin/vmrun: FORCE
 	$(GO) build -o $@ ./internal/vmtest/vmrun
 
+# The guest init is built without VCS stamps: the test bed caches one base
+# initramfs per build of it (see internal/vmtest/initramfs.go), which a
+# stamp would make new at every commit.
 bin/guestinit-%: FORCE
-	GOARCH=$* $(GO) build -o $@ ./internal/vmtest/guestinit
+	GOARCH=$* $(GO) build -buildvcs=false -o $@ ./internal/vmtest/guestinit
 
 # tools and fetch come first so the runner tests in unit find the test bed;
 # release-check (CPU) runs while fetch downloads (network).

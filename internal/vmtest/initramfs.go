@@ -14,6 +14,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/cavaliergopher/cpio"
 
@@ -30,6 +31,8 @@ func baseArchive(ctx context.Context, cache string, u *Unpacked, initPath string
 	sum := sha256.Sum256(init)
 	file := filepath.Join(cache, "kernels", u.ID, "base-"+hex.EncodeToString(sum[:6])+".cpio")
 	if _, err := os.Stat(file); err == nil {
+		now := time.Now()
+		os.Chtimes(file, now, now) // used: see pruneBases
 		return file, nil
 	}
 	mods, err := resolveModules(ctx, u, guestModules)
@@ -53,7 +56,24 @@ func baseArchive(ctx context.Context, cache string, u *Unpacked, initPath string
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return "", err
 	}
-	return file, os.Rename(tmp, file)
+	if err := os.Rename(tmp, file); err != nil {
+		return "", err
+	}
+	pruneBases(filepath.Dir(file), file)
+	return file, nil
+}
+
+// pruneBases removes the base archives of other guest inits that no run
+// used for a day: each build of the init that differs makes one (5 MB a
+// kernel), and a cache kept across many changes would grow without end.
+// A run reads its base archive as it starts.
+func pruneBases(dir, keep string) {
+	bases, _ := filepath.Glob(filepath.Join(dir, "base-*.cpio"))
+	for _, f := range bases {
+		if info, err := os.Stat(f); err == nil && f != keep && time.Since(info.ModTime()) > 24*time.Hour {
+			os.Remove(f)
+		}
+	}
 }
 
 // runArchive returns the per-run initramfs: the run spec and the binary.
