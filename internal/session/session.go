@@ -309,7 +309,12 @@ func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
 			return err
 		}
 	}
-	keep := append([]string{bpf.CaptureProgFollowFork, bpf.CaptureProgForgetExit}, s.Backend.Keeps...)
+	keep := slices.Clone(s.Backend.Keeps)
+	if len(cfg.PIDs) > 0 {
+		// Only a trace of some processes follows their forks and exits
+		// (followPIDs): two verifier runs less for the others.
+		keep = append(keep, bpf.CaptureProgFollowFork, bpf.CaptureProgForgetExit)
+	}
 	trimmed := spec.Copy()
 	for p := range trimmed.Programs {
 		if !slices.Contains(keep, p) {
