@@ -86,7 +86,7 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, names []str
 			commandErr = fmt.Errorf("trawl --version: %w", err)
 		}
 	}
-	fmt.Printf("trawl.Open with the fentry backend on N functions picked evenly from the %d functions of the attach bench that have at most %d arguments (%s leaves functions with more out of kfunc probes on %s), then Close; the trawl command (`trawl --backend fentry NAME...`, tracing the whole system) on the same functions, from its start until it says it is tracing (armed) and from an interrupt then until it exits; then %s on the functions trawl attached, once with a kfunc (fentry) probe on each, once with a kfunc and a kretfunc (fexit) probe on each, as many programs and trampolines as trawl's fentry and fexit pair. Every probe is `{ @[probe] = count(); }` (one program per probe), with `BEGIN { exit(); }`. bpftrace open: from its start until it says every probe is attached; close: from then until it exits. trawl.Open does not load the catalogue, which this bench did at its start; the command pays its whole start (catalogue, BTF, probes), as bpftrace does. ratio: bpftrace open / trawl open; command ratio: bpftrace open / trawl command open. Each measurement runs %d times in a row and the run with the shortest open time counts: host load only ever slows a run down.\n\n",
+	fmt.Printf("trawl.Open with the fentry backend on N functions picked evenly from the %d functions of the attach bench that have at most %d arguments (%s leaves functions with more out of kfunc probes on %s), then Close; the trawl command (`trawl --backend fentry NAME...`, tracing the whole system) on the same functions, from its start until it says it is tracing (armed) and from an interrupt then until it exits; then %s on the functions trawl attached, once with a kfunc (fentry) probe on each, once with a kfunc and a kretfunc (fexit) probe on each, as many programs and trampolines as trawl's fentry and fexit pair. Every probe is `{ @[probe] = count(); }` (one program per probe), with `BEGIN { exit(); }`. bpftrace open: from its start until it says every probe is attached; close: from then until it exits. trawl.Open does not load the catalogue, which this bench did at its start; the command pays its whole start (catalogue, BTF, probes), as bpftrace does. ratio: bpftrace open / trawl open; command ratio: bpftrace open / trawl command open. Each measurement runs %d times, the commands in turns (one of each per round, so that a slow spell of the host falls on all alike), and the run with the shortest open time counts: host load only ever slows a run down.\n\n",
 		len(fns), maxArgs, strings.TrimSpace(string(version)), runtime.GOARCH, strings.TrimSpace(string(version)), rounds)
 	header, rule := "| N | functions | trawl open | trawl close | trawl command open | command close | command, auto: backend | open | close", "|---|---|---|---|---|---|---|---|---"
 	for _, v := range bpftraceVariants {
@@ -109,55 +109,78 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, names []str
 		if n != allFunctions {
 			set = pick(fns, n)
 		}
-		run := func(i int, name string, measure func() (attachResult, error)) measured {
-			if failed[i] != "" {
-				return measured{why: "not run: failed at N=" + failed[i]}
+		// turns measures the columns rounds times each, one of each per
+		// round, so that a slow spell of the host falls on all alike; the
+		// run with the shortest open time counts.
+		turns := func(cols ...column) []measured {
+			out := make([]measured, len(cols))
+			for c, col := range cols {
+				if failed[col.slot] != "" {
+					out[c].why = "not run: failed at N=" + failed[col.slot]
+				} else if est := preds[col.slot].estimate(len(set)); est > budget {
+					out[c].why = fmt.Sprintf("not run: about %s predicted", round(est))
+				}
 			}
-			if est := preds[i].estimate(len(set)); est > budget {
-				return measured{why: fmt.Sprintf("not run: about %s predicted", round(est))}
-			}
-			var best attachResult
 			for k := range rounds {
-				r, err := measure()
-				if err != nil {
-					failed[i] = label
-					fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: %v\n", name, label, err)
-					return measured{why: "error: " + oneLine(err)}
-				}
-				fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: open %s, close %s, %d attached\n", name, label, round(r.open), round(r.close), r.attached)
-				if k == 0 || r.open < best.open {
-					best = r
+				for c, col := range cols {
+					if out[c].why != "" {
+						continue
+					}
+					r, err := col.measure()
+					if err != nil {
+						failed[col.slot] = label
+						fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: %v\n", col.name, label, err)
+						out[c].why = "error: " + oneLine(err)
+						continue
+					}
+					fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: open %s, close %s, %d attached\n", col.name, label, round(r.open), round(r.close), r.attached)
+					if k == 0 || r.open < out[c].r.open {
+						out[c].r = r
+					}
 				}
 			}
-			preds[i].add(best.attached, best.open)
-			return measured{r: best}
+			for c, col := range cols {
+				if out[c].why == "" {
+					preds[col.slot].add(out[c].r.attached, out[c].r.open)
+				}
+			}
+			return out
 		}
-		trawlRun := run(0, "trawl fentry", func() (attachResult, error) {
+		trawlRun := turns(column{0, "trawl fentry", func() (attachResult, error) {
 			return attachOnce(ctx, cat, trawl.BackendFentry, []string{patternFor(set)}, "")
-		})
+		}})[0]
 		var skipped []string
 		for reason, fns := range trawlRun.r.skipped {
 			skipped = append(skipped, fns...)
 			notes = append(notes, fmt.Sprintf("N=%s: trawl left out %s: %s.", label, strings.Join(fns, ", "), reason))
 		}
 		attached := slices.DeleteFunc(slices.Clone(set), func(fn string) bool { return slices.Contains(skipped, fn) })
-		var commandRun, autoRun measured
 		var autoBackend string
+		cols := []column{
+			{1, "trawl command", func() (attachResult, error) {
+				r, _, err := trawlCommandOnce(ctx, command, trawl.BackendFentry, attached)
+				return r, err
+			}},
+			{2, "trawl command auto", func() (r attachResult, err error) {
+				r, autoBackend, err = trawlCommandOnce(ctx, command, trawl.BackendAuto, attached)
+				return r, err
+			}},
+		}
+		if commandErr != nil {
+			cols = cols[:0]
+		}
+		for i, v := range bpftraceVariants {
+			cols = append(cols, column{i + 3, v.name, func() (attachResult, error) { return bpftraceOnce(ctx, cmd, v.providers, attached) }})
+		}
+		got := turns(cols...)
+		var commandRun, autoRun measured
 		if commandErr != nil {
 			commandRun.why, autoRun.why = oneLine(commandErr), oneLine(commandErr)
 		} else {
-			commandRun = run(1, "trawl command", func() (attachResult, error) {
-				r, _, err := trawlCommandOnce(ctx, command, trawl.BackendFentry, attached)
-				return r, err
-			})
-			autoRun = run(2, "trawl command auto", func() (r attachResult, err error) {
-				r, autoBackend, err = trawlCommandOnce(ctx, command, trawl.BackendAuto, attached)
-				return r, err
-			})
+			commandRun, autoRun, got = got[0], got[1], got[2:]
 		}
 		row := fmt.Sprintf("| %s | %d | %s | %s | %s | %s", label, len(attached), cells(trawlRun), cells(commandRun), autoBackend, cells(autoRun))
-		for i, v := range bpftraceVariants {
-			m := run(i+3, v.name, func() (attachResult, error) { return bpftraceOnce(ctx, cmd, v.providers, attached) })
+		for _, m := range got {
 			row += " | " + bpftraceCells(m, trawlRun, commandRun, autoRun)
 		}
 		fmt.Println(row + " |")
@@ -168,6 +191,14 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, names []str
 		fmt.Printf("%s\n\n", strings.Join(notes, " "))
 	}
 	return nil
+}
+
+// column is a measurement of the comparison: slot is its predictor's and
+// failure's index.
+type column struct {
+	slot    int
+	name    string
+	measure func() (attachResult, error)
 }
 
 // cells formats an open and a close time.
