@@ -23,15 +23,28 @@ import (
 // and exit of each call, so it costs one load and one trampoline link per
 // function where fentry costs two. The programs go through rawbpf; one
 // of a function in a module is loaded against the module's BTF.
+//
+// With --entry it attaches an fexit and an fentry program per function, as
+// Fentry does: the kernel runs an fsession program's exit whatever its
+// entry did, so a call the gate leaves out would run the whole program a
+// second time, where the fexit program returns at once (1.18 against 1.33
+// times an empty program; docs/benchmarks.md, "The --entry gate").
+// tracing-multi cannot do the same: see docs/benchmarks.md.
 var Fsession = register(&Backend{
-	Name:   "fsession",
-	Needs:  features.Fsession,
-	Family: plan.Trampoline,
-	Attach: attachFsession,
-	cost:   &fsessionCost,
+	Name:      "fsession",
+	Needs:     features.Fsession,
+	Family:    plan.Trampoline,
+	Attach:    attachFsession,
+	cost:      &fsessionCost,
+	gatedCost: &fentryCost,
 })
 
 func attachFsession(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
+	if gated, err := entryGate(c.Spec); err != nil {
+		return nil, fmt.Errorf("fsession: %w", err)
+	} else if gated {
+		return attachFentry(ctx, c, targets, progress)
+	}
 	insns, err := rawInstructions(c.Spec.Programs[bpf.CaptureProgFsessionCapture], c.Collection.Maps)
 	if err != nil {
 		return nil, fmt.Errorf("fsession: %w", err)

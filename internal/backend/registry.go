@@ -37,23 +37,28 @@ type Backend struct {
 	Attach func(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error)
 
 	// cost is what each function holds with a backend that loads
-	// programs per function, nil for those attaching one link for all.
-	cost *perFunction
+	// programs per function, nil for those attaching one link for all;
+	// gatedCost, if set, with --entry.
+	cost, gatedCost *perFunction
 }
 
 // Fits fails with ErrNotEnoughMemory when n functions attached with b
-// would take more than half of the machine's available memory (see
-// checkMemory). Checked before anything is planned or loaded, so that a
-// selection too large is refused at once.
-func (b *Backend) Fits(n int) error {
-	if b.cost == nil {
+// (with --entry when gated) would take more than half of the machine's
+// available memory (see checkMemory). Checked before anything is planned
+// or loaded, so that a selection too large is refused at once.
+func (b *Backend) Fits(n int, gated bool) error {
+	cost := b.cost
+	if gated && b.gatedCost != nil {
+		cost = b.gatedCost
+	}
+	if cost == nil {
 		return nil
 	}
 	mem, err := kernel.MemInfo()
 	if err != nil {
 		return fmt.Errorf("read the available memory: %w", err)
 	}
-	return checkMemory(n, *b.cost, mem["MemAvailable"])
+	return checkMemory(n, *cost, mem["MemAvailable"])
 }
 
 // Capture is the capture program as a backend attaches it: its spec, from

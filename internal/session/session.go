@@ -194,7 +194,7 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe Probe) error {
 			return fmt.Errorf("--cgroup %s takes its descendants in, which the %s backend cannot on this kernel: use --cgroup-exact: %w", cfg.Cgroup, s.Backend.Name, err)
 		}
 	}
-	return s.Backend.Fits(len(s.Selection.Selected))
+	return s.Backend.Fits(len(s.Selection.Selected), len(cfg.Entries) > 0)
 }
 
 // plan plans the capture of each selected function the backend can
