@@ -64,9 +64,9 @@ func LiveProbe(b *backend.Backend) error { return b.Needs() }
 //     trampolines' argument helpers, arm64 before 6.0) a classic kprobe
 //     and kretprobe per function, for as many functions as half the
 //     available memory holds (backend.ErrNotEnoughMemory).
-//   - With --entry (gated), fentry instead of fsession: an fsession exit
-//     runs for every call, fentry's returns at once for a call outside
-//     every entry call.
+//   - With --entry (gated), fentry instead of fsession, which then
+//     attaches fentry's programs: an fsession exit runs for every call,
+//     fentry's returns at once for a call outside every entry call.
 func Choose(name string, sel *selector.Selection, gated bool, probe Probe) (*backend.Backend, string, error) {
 	if name == Auto || name == "" {
 		b, why := auto(sel, gated, probe)
@@ -88,15 +88,14 @@ func Choose(name string, sel *selector.Selection, gated bool, probe Probe) (*bac
 func auto(sel *selector.Selection, gated bool, probe Probe) (*backend.Backend, string) {
 	n := len(sel.Selected)
 	// can reports whether b can attach the selection on this kernel. With
-	// --entry (gated), fsession is passed over: its exit runs for every
-	// call, where fentry's exit returns at once for a call outside every
-	// entry call (docs/benchmarks.md, "The --entry gate").
+	// --entry (gated), fsession is passed over: it would attach fentry's
+	// programs (see backend.Fsession), so fentry names what runs.
 	can := func(b *backend.Backend) bool { return probe(b) == nil && !(gated && b == backend.Fsession) }
 	switch {
 	case n <= autoSessionMax && can(backend.Fsession):
 		return backend.Fsession, fmt.Sprintf("%d functions (at most %d): one fsession trampoline program each, faster to attach than a tracing_multi link", n, autoSessionMax)
 	case n <= autoSessionMax && gated && can(backend.Fentry):
-		return backend.Fentry, fmt.Sprintf("%d functions (at most %d) with --entry: one fentry and one fexit program each, faster to attach than a tracing_multi link; fsession's exit would run for calls outside the entry calls", n, autoSessionMax)
+		return backend.Fentry, fmt.Sprintf("%d functions (at most %d) with --entry: one fentry and one fexit program each, faster to attach than a tracing_multi link", n, autoSessionMax)
 	case can(backend.TracingMulti):
 		return backend.TracingMulti, fmt.Sprintf("one program and one tracing_multi link for all %d functions, trampoline cost per call", n)
 	case n <= autoTrampolineMax && can(backend.Fsession):
