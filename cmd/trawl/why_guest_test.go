@@ -102,6 +102,11 @@ func TestWhyFailed(t *testing.T) {
 			if status != 0 {
 				t.Fatalf("status %d\n%s", status, stderr)
 			}
+			if b == "fsession" && !strings.Contains(stderr, "fexit_capture") {
+				// With --entry, fsession attaches fentry's programs, whose
+				// exit returns at once for a call outside the entry calls.
+				t.Errorf("fsession with --entry attached no fexit program:\n%s", stderr)
+			}
 			chains := map[uint32][]jsonCall{}
 			for _, c := range parseCalls(t, out) {
 				if c.Chain == 0 {
