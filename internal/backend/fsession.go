@@ -27,7 +27,7 @@ import (
 // With --entry it attaches an fexit and an fentry program per function, as
 // Fentry does: the kernel runs an fsession program's exit whatever its
 // entry did, so a call the gate leaves out would run the whole program a
-// second time, where the fexit program returns at once (1.18 against 1.33
+// second time, where the fexit program returns at once (1.19 against 1.33
 // times an empty program; docs/benchmarks.md, "The --entry gate").
 // tracing-multi cannot do the same: see docs/benchmarks.md.
 var Fsession = register(&Backend{
