@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/rawbpf"
@@ -88,29 +89,61 @@ var floorProgs = map[string][]string{
 	trawl.BackendKprobeMulti: {bpf.FloorProgFloorKretprobe, bpf.FloorProgFloorKprobe},
 }
 
-// attachFloor loads and attaches backend b's floor programs to fn. It
-// returns nothing for a backend without a floor.
-func attachFloor(b string, fn *kernel.Function) ([]io.Closer, error) {
-	names := floorProgs[b]
-	if names == nil {
-		return nil, nil
+// statsFloorProgs are, per backend, the programs of internal/bpf/floor.c
+// that do the least a tracer must do to count a call and its duration in
+// the kernel (the stats floor), in the same order. tracing-multi attaches
+// the fsession program with a tracing_multi link, as trawl does.
+var statsFloorProgs = map[string][]string{
+	trawl.BackendFentry:        {bpf.FloorProgFloorStatsFexit, bpf.FloorProgFloorFentry},
+	trawl.BackendKprobeMulti:   {bpf.FloorProgFloorStatsKretprobe, bpf.FloorProgFloorKprobe},
+	trawl.BackendKprobeSession: {bpf.FloorProgFloorStatsKsession},
+	trawl.BackendFsession:      {bpf.FloorProgFloorStatsFsession},
+	trawl.BackendTracingMulti:  {bpf.FloorProgFloorStatsFsession},
+}
+
+// attachFloor loads and attaches the floor programs names of backend b to
+// fn, and returns them with the stats floor's counts map, all to close.
+// It returns nothing when names is empty.
+func attachFloor(b string, names []string, fn *kernel.Function) ([]io.Closer, *ebpf.Map, error) {
+	if len(names) == 0 {
+		return nil, nil, nil
 	}
 	spec, err := bpf.LoadFloor()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	// cilium/ebpf cannot load fsession programs: its maps load here, the
+	// program below, as trawl loads its own (internal/backend).
+	fsession := spec.Programs[bpf.FloorProgFloorStatsFsession]
 	for name := range spec.Programs {
-		if !slices.Contains(names, name) {
+		if !slices.Contains(names, name) || name == bpf.FloorProgFloorStatsFsession {
 			delete(spec.Programs, name)
+		}
+	}
+	if ps := spec.Programs[bpf.FloorProgFloorStatsKsession]; ps != nil {
+		if err := backend.ResolveKfuncs(ps.Instructions); err != nil {
+			return nil, nil, err
 		}
 	}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
-		return nil, fmt.Errorf("load the floor programs: %w", err)
+		return nil, nil, fmt.Errorf("load the floor programs: %w", err)
 	}
 	// The programs keep their maps alive.
 	defer coll.Close()
-	var closers []io.Closer
+	counts, err := coll.Maps[bpf.FloorMapFloorCounts].Clone()
+	if err != nil {
+		return nil, nil, err
+	}
+	if slices.Contains(names, bpf.FloorProgFloorStatsFsession) {
+		closers, err := attachFsessionFloor(b, fsession, coll.Maps, fn)
+		if err != nil {
+			counts.Close()
+			return nil, nil, err
+		}
+		return append(closers, counts), counts, nil
+	}
+	closers := []io.Closer{counts}
 	for _, name := range names {
 		p := coll.DetachProgram(name)
 		closers = append(closers, p)
@@ -118,18 +151,77 @@ func attachFloor(b string, fn *kernel.Function) ([]io.Closer, error) {
 		switch name {
 		case bpf.FloorProgFloorKprobe:
 			l, err = link.KprobeMulti(p, kprobeOptions(fn))
-		case bpf.FloorProgFloorKretprobe:
+		case bpf.FloorProgFloorKretprobe, bpf.FloorProgFloorStatsKretprobe:
 			l, err = link.KretprobeMulti(p, kprobeOptions(fn))
+		case bpf.FloorProgFloorStatsKsession:
+			opts := kprobeOptions(fn)
+			opts.Session = true
+			l, err = link.KprobeMulti(p, opts)
 		default:
 			l, err = link.AttachTracing(link.TracingOptions{Program: p})
 		}
 		if err != nil {
 			closeAll(closers)
-			return nil, fmt.Errorf("attach the floor program %s: %w", name, err)
+			return nil, nil, fmt.Errorf("attach the floor program %s: %w", name, err)
 		}
 		closers = slices.Insert(closers, 0, io.Closer(l))
 	}
-	return closers, nil
+	return closers, counts, nil
+}
+
+// floorStats is struct floor_stats of internal/bpf/floor.c.
+type floorStats struct {
+	Calls, TotalNs uint64
+	Hist           [64]uint64
+}
+
+// checkFloorCounted makes sure the stats floor counted every call, each
+// in its histogram.
+func checkFloorCounted(counts *ebpf.Map, want uint64) error {
+	var perCPU []floorStats
+	if err := counts.Lookup(uint32(0), &perCPU); err != nil {
+		return fmt.Errorf("read the stats floor's counts: %w", err)
+	}
+	var calls, hist uint64
+	for _, st := range perCPU {
+		calls += st.Calls
+		for _, n := range st.Hist {
+			hist += n
+		}
+	}
+	if calls != want || hist != want {
+		return fmt.Errorf("the stats floor counted %d calls (%d in its histogram), want %d", calls, hist, want)
+	}
+	return nil
+}
+
+// attachFsessionFloor loads the fsession program of the stats floor with
+// the floor's maps and attaches it to fn: with an fsession link, or for
+// tracing-multi with a tracing_multi link.
+func attachFsessionFloor(b string, ps *ebpf.ProgramSpec, maps map[string]*ebpf.Map, fn *kernel.Function) ([]io.Closer, error) {
+	insns, err := backend.RawInstructions(ps, maps)
+	if err != nil {
+		return nil, err
+	}
+	spec := rawbpf.TracingSpec{Name: "floor_stats", AttachType: rawbpf.AttachTraceFSession, AttachBTFID: fn.BTFID, Instructions: insns, License: "GPL"}
+	if b == trawl.BackendTracingMulti {
+		spec.AttachType, spec.AttachBTFID = rawbpf.AttachTraceFSessionMulti, 0
+	}
+	p, err := rawbpf.LoadTracing(&spec)
+	if err != nil {
+		return nil, fmt.Errorf("load the floor program %s: %w", ps.Name, err)
+	}
+	var l link.Link
+	if b == trawl.BackendTracingMulti {
+		l, err = rawbpf.AttachTracingMulti(p, rawbpf.AttachTraceFSessionMulti, []btf.TypeID{fn.BTFID}, nil)
+	} else {
+		l, err = rawbpf.AttachTracing(p, rawbpf.AttachTraceFSession, 0)
+	}
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("attach the floor program %s: %w", ps.Name, err)
+	}
+	return []io.Closer{l, p}, nil
 }
 
 // kprobeOptions attach a kprobe.multi link to fn's addresses.
@@ -262,6 +354,7 @@ func calls(n int) uint64 { return uint64(n/10 + n/blocks*blocks) }
 type callSamples struct {
 	base, empty, floor, trawl []float64 // floor stays empty without floor programs
 	stats                     []float64 // trawl's session with Config.Aggregate (--stats)
+	statsFloor                []float64 // the stats floor programs, where the backend has them
 	show                      []float64 // trawl's session with one --show expression
 	// gated is trawl with the function outside every --entry call, stack
 	// trawl with --stack, untracked trawl with --track on trackFunc,
@@ -349,9 +442,28 @@ func benchCalls(ctx context.Context, cat *kernel.Catalogue, backends []string, r
 			floor[2], floor[3], median(ratios), slices.Min(ratios), slices.Max(ratios), st-base, (st-base)/(empty-base), show, show-tr)
 	}
 	fmt.Println()
+	printStats(backends, samples)
 	printGateStack(backends, samples)
 	printTrack(backends, samples)
 	return nil
+}
+
+// printStats prints the table of --stats against the stats floor.
+func printStats(backends []string, samples map[string]*callSamples) {
+	fmt.Printf("### Per call: --stats against its floor\n\n")
+	fmt.Printf("The same calls and rounds. Stats: trawl's session counting the calls in the kernel (as in the first table). Stats floor: the programs of internal/bpf/floor.c that do the least a tracer must do to count a call and its duration in the kernel (entry time in task storage, or in the session cookie for the session attach types; per-CPU counts of calls, total time and a log2 histogram; every call checked to be counted), attached as trawl's backend attaches. stats floor ratio = (stats floor - baseline) / (empty - baseline): no in-kernel aggregation of durations can cost less than that times the empty programs; stats / floor = (stats - baseline) / (stats floor - baseline). Medians of the rounds.\n\n")
+	fmt.Println("| backend | empty - baseline | stats floor - baseline | stats - baseline | stats floor ratio | stats ratio | stats / floor |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, b := range backends {
+		s := samples[b]
+		if s.err != nil || len(s.statsFloor) == 0 {
+			continue
+		}
+		base, empty, floor, st := median(s.base), median(s.empty), median(s.statsFloor), median(s.stats)
+		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f |\n", b, empty-base, floor-base, st-base,
+			(floor-base)/(empty-base), (st-base)/(empty-base), (st-base)/(floor-base))
+	}
+	fmt.Println()
 }
 
 // printGateStack prints the table of the per-call costs of the --entry
@@ -488,7 +600,7 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 		return err
 	}
 
-	if closers, err = attachFloor(b, fn); err != nil {
+	if closers, _, err = attachFloor(b, floorProgs[b], fn); err != nil {
 		return err
 	}
 	if closers != nil {
@@ -558,6 +670,24 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 	}
 	if err != nil {
 		return err
+	}
+
+	closers, counts, err := attachFloor(b, statsFloorProgs[b], fn)
+	if err != nil {
+		return fmt.Errorf("stats floor: %w", err)
+	}
+	if closers != nil {
+		statsFloor, err := trig.perCall(n)
+		if err == nil {
+			err = checkFloorCounted(counts, calls(n))
+		}
+		if cerr := closeAll(closers); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("stats floor: %w", err)
+		}
+		s.statsFloor = append(s.statsFloor, statsFloor)
 	}
 
 	sess, err = trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: b, Show: []string{showExpr}})

@@ -45,7 +45,7 @@ func attachFsession(ctx context.Context, c Capture, targets []Target, progress P
 	} else if gated {
 		return attachFentry(ctx, c, targets, progress)
 	}
-	insns, err := rawInstructions(c.Spec.Programs[bpf.CaptureProgFsessionCapture], c.Collection.Maps)
+	insns, err := RawInstructions(c.Spec.Programs[bpf.CaptureProgFsessionCapture], c.Collection.Maps)
 	if err != nil {
 		return nil, fmt.Errorf("fsession: %w", err)
 	}

@@ -34,11 +34,11 @@ func ResolveKfuncs(insns asm.Instructions) error {
 	return nil
 }
 
-// rawInstructions returns a copy of a program's instructions for
+// RawInstructions returns a copy of a program's instructions for
 // rawbpf.LoadTracing, which takes neither map references nor kfunc
 // relocations: maps come from the loaded collection, kfuncs from vmlinux.
 // (CO-RE relocations are applied beforehand: see Relocate.)
-func rawInstructions(ps *ebpf.ProgramSpec, maps map[string]*ebpf.Map) (asm.Instructions, error) {
+func RawInstructions(ps *ebpf.ProgramSpec, maps map[string]*ebpf.Map) (asm.Instructions, error) {
 	insns := ps.Copy().Instructions
 	for i := range insns {
 		ins := &insns[i]
@@ -60,11 +60,11 @@ func rawInstructions(ps *ebpf.ProgramSpec, maps map[string]*ebpf.Map) (asm.Instr
 }
 
 // entryGate says whether the capture program traces with --entry (its
-// entry_gate constant set).
+// entry_gate constant set; the lean build has none).
 func entryGate(spec *ebpf.CollectionSpec) (bool, error) {
 	v, ok := spec.Variables[bpf.CaptureVarEntryGate]
 	if !ok {
-		return false, fmt.Errorf("the capture program has no %s", bpf.CaptureVarEntryGate)
+		return false, nil
 	}
 	var gate uint32
 	if err := v.Get(&gate); err != nil {

@@ -36,7 +36,7 @@ func attachTracingMulti(ctx context.Context, c Capture, targets []Target, progre
 	// vmlinux first, then each module's functions together.
 	targets = slices.Clone(targets)
 	slices.SortStableFunc(targets, func(x, y Target) int { return strings.Compare(x.Plan.Func.Module, y.Plan.Func.Module) })
-	insns, err := rawInstructions(c.Spec.Programs[bpf.CaptureProgFsessionCapture], c.Collection.Maps)
+	insns, err := RawInstructions(c.Spec.Programs[bpf.CaptureProgFsessionCapture], c.Collection.Maps)
 	if err != nil {
 		return nil, fmt.Errorf("tracing_multi: %w", err)
 	}

@@ -21,20 +21,39 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* The lean build. This file is compiled twice: as it is, and with
+ * TRAWL_LEAN defined, for a trace that uses none of the features below
+ * (filters, --show, --track, --entry, --stack, the helpers of kernels
+ * before 5.11). A FEATURE constant is set by the loader in the full build
+ * and is 0 in the lean one, where the compiler drops the code it guards:
+ * a volatile constant's load and its branch stay in the verified program
+ * even when the verifier prunes the branch, and together they cost a call
+ * about 100 instructions (amd64-7.3). The loader picks the lean build
+ * when every FEATURE constant it would set is 0 (internal/session). */
+#ifdef TRAWL_LEAN
+#define FEATURE(decl) static const decl
+/* Without the --entry gate, the trampoline programs have no short way to
+ * keep apart from the tracing: trace inline (see fentry_call_apart). */
+#define APART __always_inline
+#else
+#define FEATURE(decl) volatile const decl
+#define APART __noinline
+#endif
+
 /* Set by the loader. */
-volatile const __u32 filter_pids = 0;   /* only tasks in the pids map */
-volatile const char filter_comm[16] = {}; /* only this comm, if set */
-volatile const __u64 filter_cgroup = 0; /* only tasks in this cgroup (v2 id) */
-volatile const __u32 filter_cgroup_level = 0; /* its level: 0 for the root */
-volatile const __u32 filter_cgroup_exact = 0; /* not in its descendants */
-volatile const __u64 min_duration = 0;  /* only calls this long (ns) */
-volatile const __u32 filter_errors = 0; /* only calls returning an error */
-volatile const __u32 filter_at = 0;     /* where trawl_filter runs: FILTER_AT_* */
+FEATURE(__u32 filter_pids) = 0;   /* only tasks in the pids map */
+FEATURE(char filter_comm[16]) = {}; /* only this comm, if set */
+FEATURE(__u64 filter_cgroup) = 0; /* only tasks in this cgroup (v2 id) */
+FEATURE(__u32 filter_cgroup_level) = 0; /* its level: 0 for the root */
+FEATURE(__u32 filter_cgroup_exact) = 0; /* not in its descendants */
+FEATURE(__u64 min_duration) = 0;  /* only calls this long (ns) */
+FEATURE(__u32 filter_errors) = 0; /* only calls returning an error */
+FEATURE(__u32 filter_at) = 0;     /* where trawl_filter runs: FILTER_AT_* */
 volatile const __u32 ip_bits = 1;       /* func_ips has 1 << ip_bits entries */
 volatile const __u32 aggregate = 0;     /* --stats: count calls in stats, send none */
-volatile const __u32 show_on = 0;       /* some plans have PLAN_SHOW (--show) */
-volatile const __u32 track_on = 0;      /* --track: see track_entry */
-volatile const __u64 track_timeout = 0; /* --track: ns an object stays tracked unseen; 0: no limit */
+FEATURE(__u32 show_on) = 0;       /* some plans have PLAN_SHOW (--show) */
+FEATURE(__u32 track_on) = 0;      /* --track: see track_entry */
+FEATURE(__u64 track_timeout) = 0; /* --track: ns an object stays tracked unseen; 0: no limit */
 
 /* armed is set by the loader once every link is attached, and cleared
  * when the trace stops. Entries are only traced while it is set, so a stop
@@ -158,8 +177,8 @@ static __always_inline struct scratch *get_scratch(void)
  *   others trace) shows as exits without their entry.
  * - task_by_helpers: the task's ids and name come from the helpers
  *   (bpf_get_current_pid_tgid, bpf_get_current_comm). */
-volatile const __u32 shadow_by_tid = 0;
-volatile const __u32 task_by_helpers = 0;
+FEATURE(__u32 shadow_by_tid) = 0;
+FEATURE(__u32 task_by_helpers) = 0;
 
 /* get_shadow returns the current task's shadow stack, made first if
  * create is set and there is none; 0 without one. */
@@ -594,12 +613,12 @@ static __noinline __u64 trawl_nr_caps(const struct plan *p)
  * inside an entry call leaves the count high, which costs time, never a
  * call. An entry call the entry filter refuses keeps its gate open but
  * refused (GATE_REFUSED), so that its exit still finds it. */
-volatile const __u32 entry_gate = 0;
+FEATURE(__u32 entry_gate) = 0;
 __u32 open_gates = 0;
 #define GATE_REFUSED 0x80000000
 /* --entry with --errors: send the error chains of failed entry calls only
  * (see chain_exit). */
-volatile const __u32 error_chains = 0;
+FEATURE(__u32 error_chains) = 0;
 
 /* in_entry says whether the current task is inside an entry call. */
 static __always_inline int in_entry(void)
@@ -656,7 +675,7 @@ static __always_inline int gated_out(__u64 cookie)
  * position (see stale_gate). */
 static __always_inline void open_gate(struct shadow *s, struct call *c, __u32 d, const struct plan *p, __u64 pos)
 {
-	if (p->flags & PLAN_ENTRY && !s->entry_at) {
+	if (entry_gate && p->flags & PLAN_ENTRY && !s->entry_at) {
 		s->entry_at = d + 1;
 		s->entry_func = c->func;
 		s->entry_pos = pos;
@@ -704,7 +723,7 @@ static __always_inline void stale_gate(struct shadow *s, __u32 func, __u64 pos)
 /* shut_gate shuts the gate once the task's stack popped its entry call. */
 static __always_inline void shut_gate(struct shadow *s)
 {
-	if (s->entry_at && s->depth < (s->entry_at & ~GATE_REFUSED)) {
+	if (entry_gate && s->entry_at && s->depth < (s->entry_at & ~GATE_REFUSED)) {
 		s->entry_at = 0;
 		__sync_fetch_and_add(&open_gates, -1);
 	}
@@ -753,7 +772,7 @@ static __always_inline struct call *push(void *ctx, struct shadow **sp, __u32 *d
 		return 0;
 	}
 	*sp = s;
-	if (p->flags & PLAN_ENTRY && s->entry_at)
+	if (entry_gate && p->flags & PLAN_ENTRY && s->entry_at)
 		stale_gate(s, func, pos);
 	d = s->depth++;
 	if (d >= MAX_DEPTH) {
@@ -763,6 +782,8 @@ static __always_inline struct call *push(void *ctx, struct shadow **sp, __u32 *d
 	*dp = d;
 	c = &s->calls[slot_of(d)];
 	c->func = func;
+	if (!kprobe)
+		c->ip = pos;
 	c->flags = 0;
 	open_gate(s, c, d, p, pos);
 	c->flags |= unwanted;
@@ -812,18 +833,18 @@ static __always_inline struct frame *frame_of(struct call *c, __u32 d)
 	return f;
 }
 
-/* is_call says whether c is a call of the function that returns, known
- * by its address to kprobes and by its id to trampolines. */
-static __always_inline int is_call(struct call *c, __u64 key, int kprobe)
+/* is_call says whether c is the call that returns, known by key as
+ * call.ip is. */
+static __always_inline int is_call(struct call *c, __u64 key)
 {
-	return kprobe ? c->ip == key : c->func == key;
+	return c->ip == key;
 }
 
-/* pop finds the call that returns, the innermost call of the function
- * (key as for is_call), and returns it with its depth in *dp. Calls above
+/* pop finds the call that returns, the innermost call keyed key (as
+ * call.ip), and returns it with its depth in *dp. Calls above
  * it are calls whose exit was missed. Without one, the entry was missed or
  * not traced. */
-static __always_inline struct call *pop(__u64 key, int kprobe, __u32 *dp)
+static __always_inline struct call *pop(__u64 key, __u32 *dp)
 {
 	struct shadow *s = get_shadow(0);
 	struct call *c;
@@ -839,7 +860,7 @@ static __always_inline struct call *pop(__u64 key, int kprobe, __u32 *dp)
 	}
 	/* Most often the call on top: try it before the search. */
 	c = &s->calls[slot_of(d - 1)];
-	if (is_call(c, key, kprobe)) {
+	if (is_call(c, key)) {
 		s->depth = *dp = d - 1;
 		shut_gate(s);
 		return c;
@@ -849,7 +870,7 @@ static __always_inline struct call *pop(__u64 key, int kprobe, __u32 *dp)
 			break;
 		d--;
 		c = &s->calls[slot_of(d)];
-		if (is_call(c, key, kprobe)) {
+		if (is_call(c, key)) {
 			count(CNT_MISS_EXIT);
 			s->depth = *dp = d;
 			shut_gate(s);
@@ -969,8 +990,8 @@ static __always_inline void tally(__u32 func, int entry, __u64 dur, __u64 ret)
 
 /* --errno: bit e of errno_kept keeps errno e; bit 0 keeps NULL pointers.
  * Unused unless filter_errno is set. */
-volatile const __u32 filter_errno = 0;
-volatile const __u64 errno_kept[(MAX_ERRNO + 1) / 64] = {};
+FEATURE(__u32 filter_errno) = 0;
+FEATURE(__u64 errno_kept[(MAX_ERRNO + 1) / 64]) = {};
 /* errno_of returns the error number of the error ret, which a function
  * of plan p returned: 0 for a NULL pointer. */
 static __always_inline __u32 errno_of(const struct plan *p, __u64 ret)
@@ -1686,12 +1707,12 @@ static __always_inline void finish_exit(void *ctx, __u64 ret, int kprobe)
 
 	if (outside_exit())
 		return;
-	key = kprobe ? bpf_get_func_ip(ctx) : (__u32)bpf_get_attach_cookie(ctx);
-	c = pop(key, kprobe, &d);
+	key = kprobe ? bpf_get_func_ip(ctx) : (__u64)ctx;
+	c = pop(key, &d);
 	if (c)
 		finish(ctx, c, d, ret, kprobe);
 	else
-		exit_only(kprobe ? func_at(ctx, key) : key, ret);
+		exit_only(kprobe ? func_at(ctx, key) : (__u32)bpf_get_attach_cookie(ctx), ret);
 }
 
 /* kprobe_plan finds a kprobe program's plan by the function's address. */
@@ -1715,7 +1736,7 @@ static __always_inline void trampoline_slots(void *ctx, __u64 *slots, const stru
  * stack into the stacks map, which keeps each distinct stack once, by its
  * hash; the call carries the id. A stack whose hash bucket holds another
  * stack, or that the map has no room for, is counted as missed. */
-volatile const __u32 want_stack = 0;
+FEATURE(__u32 want_stack) = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
@@ -1750,7 +1771,8 @@ static __always_inline void take_stack(void *ctx, struct call *c)
  * the trampoline's ctx, or from c for kprobes. */
 static __always_inline void enter(void *ctx, struct call *c, __u32 d, const struct plan *p, int kprobe)
 {
-	__u64 nr_caps = kprobe == KPROBE_MANY ? p->nr_caps : trawl_nr_caps(p), j = 0;
+	/* Most calls capture nothing: they pay no call for the count. */
+	__u64 nr_caps = kprobe == KPROBE_MANY || !p->nr_caps ? p->nr_caps : trawl_nr_caps(p), j = 0;
 	struct frame *f;
 
 	if (track_on && !track_entry(ctx, c, p, kprobe, &j))
@@ -1758,7 +1780,7 @@ static __always_inline void enter(void *ctx, struct call *c, __u32 d, const stru
 	take_stack(ctx, c);
 	/* A call needs a frame to copy memory, to give a --filter
 	 * expression a record to read, or to keep its journey. */
-	if (!(nr_caps || filter_at || p->flags & PLAN_SHOW || j) || !(f = new_frame(c, d))) {
+	if (!(nr_caps || filter_at || (show_on && p->flags & PLAN_SHOW) || j) || !(f = new_frame(c, d))) {
 		if (track_on && !filter_at)
 			track_start(ctx, c, p, kprobe);
 		return;
@@ -1798,14 +1820,14 @@ static __always_inline void fentry_call(void *ctx, __u32 func)
 		enter(ctx, c, d, p, 0);
 }
 
-static __noinline int fentry_call_apart(void *ctx, __u32 func)
+static APART int fentry_call_apart(void *ctx, __u32 func)
 {
 	fentry_call(ctx, func);
 	return 0;
 }
 
 /* trampoline_exit ends a call at its exit. */
-static __noinline int trampoline_exit(void *ctx)
+static APART int trampoline_exit(void *ctx)
 {
 	__u64 ret = 0;
 
@@ -1913,7 +1935,7 @@ static __always_inline void one_exit(void *ctx, __u32 func, __u64 ret)
 
 	if (outside_exit())
 		return;
-	c = pop(func, 1, &d);
+	c = pop(func, &d);
 	if (c)
 		finish(ctx, c, d, ret, KPROBE_ONE);
 	else
@@ -2159,14 +2181,14 @@ static __always_inline void fsession_call(void *ctx, __u32 func)
 		enter(ctx, c, d, p, 0);
 }
 
-static __noinline int fsession_call_apart(void *ctx, __u32 func)
+static APART int fsession_call_apart(void *ctx, __u32 func)
 {
 	fsession_call(ctx, func);
 	return 0;
 }
 
 /* fsession_return ends a call at its exit. */
-static __noinline int fsession_return(void *ctx)
+static APART int fsession_return(void *ctx)
 {
 	__u64 ret = 0;
 

@@ -153,7 +153,11 @@ _Static_assert(FRAME_SIZE - sizeof(struct record) >= MAX_DATA + MAX_CAP, "frame 
  * their calls leave slots unset. */
 struct call {
 	__u64 entry_ts;
-	__u64 ip; /* kprobes: the function's address, which pairs the exit */
+	/* What pairs the exit with this call: the function's address for
+	 * kprobes (its id in programs serving one function), the context
+	 * for trampolines, which is where the trampoline saved the
+	 * arguments, in its frame of this call, for the entry and exit. */
+	__u64 ip;
 	__u32 func;
 	__u8 flags; /* CALL_* */
 	__u8 nr_slots;

@@ -102,3 +102,115 @@ int floor_kretprobe(void *ctx)
 	send_call(0, ctx_u64(ctx, REG_RET), 1);
 	return 0;
 }
+
+/* The stats floor: the least a tracer must do to count a call and its
+ * duration in the kernel, as --stats does: per-CPU counts of calls, their
+ * total time and a log2 histogram of durations, no record. The entry time
+ * is kept in task storage (fentry, kprobe.multi: the entry programs above)
+ * or in the session cookie (kprobe.session, fsession). No plan, no error,
+ * no filter: what is left of trawl's --stats cost over this is its own. */
+struct floor_stats {
+	__u64 calls;
+	__u64 total_ns;
+	__u64 hist[64];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct floor_stats);
+} floor_counts SEC(".maps");
+
+/* count_call counts a call that took ns. */
+static __always_inline void count_call(__u64 ns)
+{
+	__u32 zero = 0, e = 0;
+	struct floor_stats *st = bpf_map_lookup_elem(&floor_counts, &zero);
+	__u64 v = ns;
+
+	if (!st)
+		return;
+	/* e = floor(log2(ns)): BPF has no count-leading-zeros. */
+	if (v >> 32) {
+		v >>= 32;
+		e += 32;
+	}
+	if (v >> 16) {
+		v >>= 16;
+		e += 16;
+	}
+	if (v >> 8) {
+		v >>= 8;
+		e += 8;
+	}
+	if (v >> 4) {
+		v >>= 4;
+		e += 4;
+	}
+	if (v >> 2) {
+		v >>= 2;
+		e += 2;
+	}
+	if (v >> 1)
+		e += 1;
+	st->calls++;
+	st->total_ns += ns;
+	st->hist[e & 63]++;
+}
+
+/* count_exit counts the call whose entry time keep_entry kept. */
+static __always_inline void count_exit(void)
+{
+	struct floor_entry *e = bpf_task_storage_get(&entries, bpf_get_current_task_btf(), 0, 0);
+
+	if (e)
+		count_call(bpf_ktime_get_ns() - e->ts);
+}
+
+SEC("fexit/bpf_fentry_test1")
+int floor_stats_fexit(void *ctx)
+{
+	count_exit();
+	return 0;
+}
+
+SEC("kretprobe.multi")
+int floor_stats_kretprobe(void *ctx)
+{
+	count_exit();
+	return 0;
+}
+
+/* The session kfuncs take ctx from 7.0 and nothing before: trawl-bench
+ * resolves these calls as trawl does (internal/backend, ResolveKfuncs). */
+extern _Bool bpf_session_is_return(void *ctx) __ksym;
+extern __u64 *bpf_session_cookie(void *ctx) __ksym;
+
+/* count_session keeps the entry time in the session cookie and counts
+ * the call at its exit. */
+static __always_inline void count_session(void *ctx)
+{
+	__u64 *cookie = bpf_session_cookie(ctx);
+
+	if (!cookie)
+		return;
+	if (!bpf_session_is_return(ctx))
+		*cookie = bpf_ktime_get_ns();
+	else
+		count_call(bpf_ktime_get_ns() - *cookie);
+}
+
+SEC("kprobe.session")
+int floor_stats_ksession(void *ctx)
+{
+	count_session(ctx);
+	return 0;
+}
+
+SEC("fsession/bpf_fentry_test1")
+int floor_stats_fsession(void *ctx)
+{
+	count_session(ctx);
+	return 0;
+}

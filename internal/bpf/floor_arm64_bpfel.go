@@ -19,16 +19,28 @@ type FloorFloorEntry struct {
 	Arg uint64
 }
 
+type FloorFloorStats struct {
+	_       structs.HostLayout
+	Calls   uint64
+	TotalNs uint64
+	Hist    [64]uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	FloorMapEntries         = "entries"
-	FloorMapFloorEvents     = "floor_events"
-	FloorProgFloorFentry    = "floor_fentry"
-	FloorProgFloorFexit     = "floor_fexit"
-	FloorProgFloorKprobe    = "floor_kprobe"
-	FloorProgFloorKretprobe = "floor_kretprobe"
+	FloorMapEntries              = "entries"
+	FloorMapFloorCounts          = "floor_counts"
+	FloorMapFloorEvents          = "floor_events"
+	FloorProgFloorFentry         = "floor_fentry"
+	FloorProgFloorFexit          = "floor_fexit"
+	FloorProgFloorKprobe         = "floor_kprobe"
+	FloorProgFloorKretprobe      = "floor_kretprobe"
+	FloorProgFloorStatsFexit     = "floor_stats_fexit"
+	FloorProgFloorStatsFsession  = "floor_stats_fsession"
+	FloorProgFloorStatsKretprobe = "floor_stats_kretprobe"
+	FloorProgFloorStatsKsession  = "floor_stats_ksession"
 )
 
 // LoadFloor returns the embedded CollectionSpec for Floor.
@@ -73,10 +85,14 @@ type FloorSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FloorProgramSpecs struct {
-	FloorFentry    *ebpf.ProgramSpec `ebpf:"floor_fentry"`
-	FloorFexit     *ebpf.ProgramSpec `ebpf:"floor_fexit"`
-	FloorKprobe    *ebpf.ProgramSpec `ebpf:"floor_kprobe"`
-	FloorKretprobe *ebpf.ProgramSpec `ebpf:"floor_kretprobe"`
+	FloorFentry         *ebpf.ProgramSpec `ebpf:"floor_fentry"`
+	FloorFexit          *ebpf.ProgramSpec `ebpf:"floor_fexit"`
+	FloorKprobe         *ebpf.ProgramSpec `ebpf:"floor_kprobe"`
+	FloorKretprobe      *ebpf.ProgramSpec `ebpf:"floor_kretprobe"`
+	FloorStatsFexit     *ebpf.ProgramSpec `ebpf:"floor_stats_fexit"`
+	FloorStatsFsession  *ebpf.ProgramSpec `ebpf:"floor_stats_fsession"`
+	FloorStatsKretprobe *ebpf.ProgramSpec `ebpf:"floor_stats_kretprobe"`
+	FloorStatsKsession  *ebpf.ProgramSpec `ebpf:"floor_stats_ksession"`
 }
 
 // FloorMapSpecs contains maps before they are loaded into the kernel.
@@ -84,6 +100,7 @@ type FloorProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type FloorMapSpecs struct {
 	Entries     *ebpf.MapSpec `ebpf:"entries"`
+	FloorCounts *ebpf.MapSpec `ebpf:"floor_counts"`
 	FloorEvents *ebpf.MapSpec `ebpf:"floor_events"`
 }
 
@@ -114,12 +131,14 @@ func (o *FloorObjects) Close() error {
 // It can be passed to LoadFloorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FloorMaps struct {
 	Entries     *ebpf.Map `ebpf:"entries"`
+	FloorCounts *ebpf.Map `ebpf:"floor_counts"`
 	FloorEvents *ebpf.Map `ebpf:"floor_events"`
 }
 
 func (m *FloorMaps) Close() error {
 	return _FloorClose(
 		m.Entries,
+		m.FloorCounts,
 		m.FloorEvents,
 	)
 }
@@ -134,10 +153,14 @@ type FloorVariables struct {
 //
 // It can be passed to LoadFloorObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FloorPrograms struct {
-	FloorFentry    *ebpf.Program `ebpf:"floor_fentry"`
-	FloorFexit     *ebpf.Program `ebpf:"floor_fexit"`
-	FloorKprobe    *ebpf.Program `ebpf:"floor_kprobe"`
-	FloorKretprobe *ebpf.Program `ebpf:"floor_kretprobe"`
+	FloorFentry         *ebpf.Program `ebpf:"floor_fentry"`
+	FloorFexit          *ebpf.Program `ebpf:"floor_fexit"`
+	FloorKprobe         *ebpf.Program `ebpf:"floor_kprobe"`
+	FloorKretprobe      *ebpf.Program `ebpf:"floor_kretprobe"`
+	FloorStatsFexit     *ebpf.Program `ebpf:"floor_stats_fexit"`
+	FloorStatsFsession  *ebpf.Program `ebpf:"floor_stats_fsession"`
+	FloorStatsKretprobe *ebpf.Program `ebpf:"floor_stats_kretprobe"`
+	FloorStatsKsession  *ebpf.Program `ebpf:"floor_stats_ksession"`
 }
 
 func (p *FloorPrograms) Close() error {
@@ -146,6 +169,10 @@ func (p *FloorPrograms) Close() error {
 		p.FloorFexit,
 		p.FloorKprobe,
 		p.FloorKretprobe,
+		p.FloorStatsFexit,
+		p.FloorStatsFsession,
+		p.FloorStatsKretprobe,
+		p.FloorStatsKsession,
 	)
 }
 

@@ -283,9 +283,6 @@ func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
 	if err := configureLegacy(spec); err != nil {
 		return err
 	}
-	if err := backend.Relocate(spec, cat.Spec("")); err != nil {
-		return err
-	}
 	if err := configure(spec, cfg, len(s.targets)); err != nil {
 		return err
 	}
@@ -302,6 +299,12 @@ func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
 		return err
 	}
 	if err := s.flt.configure(spec, s.targets); err != nil {
+		return err
+	}
+	if spec, err = leanest(spec); err != nil {
+		return err
+	}
+	if err := backend.Relocate(spec, cat.Spec("")); err != nil {
 		return err
 	}
 	if prepare := s.Backend.Prepare; prepare != nil {
