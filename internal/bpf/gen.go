@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package bpf holds trawl's BPF C sources and the objects bpf2go builds
-// from them, for amd64 and arm64: capture.c, the program trawl runs, and
-// capture.c again without the features a trace may leave out (the lean build,
-// see FEATURE in capture.c), and floor.c, the least a call tracer must do, which only trawl-bench loads. The objects are committed, so building
-// trawl needs no clang; `make bpf` rebuilds them with the pinned clang and
-// CI checks they match the sources.
+// from them, for amd64 and arm64: capture.c, the program trawl runs, built
+// twice (CaptureLean leaves out the features a trace does not use: see
+// FEATURE in capture.c), and floor.c, the least a tracer must do to report
+// or count a call, which only trawl-bench loads. The objects are
+// committed, so building trawl needs no clang; `make bpf` rebuilds them
+// with the pinned clang and CI checks they match the sources.
 package bpf
 
 //go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target amd64,arm64 -type record -type plan -type limit -type cap_kind -type src_flag -type err_kind -type plan_flag -type cookie_bit -type rec_flag -type ip_hash -type filter_place -type hist_layout -type func_stats -type errno_key -type tracked -cflags "-O2 -g -Wall -Werror" Capture capture.c -- -I/usr/include/x86_64-linux-gnu
