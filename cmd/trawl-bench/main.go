@@ -145,7 +145,7 @@ func run(ctx context.Context, o options) error {
 		if o.overLoops < 1 || o.overRounds < 1 {
 			return fmt.Errorf("-overview-loops and -overview-rounds must be at least 1")
 		}
-		if err := benchOverview(ctx, o.overLoops, o.overRounds, o.overLimit); err != nil {
+		if err := benchOverview(ctx, cat, o.overLoops, o.overRounds, o.overLimit); err != nil {
 			return err
 		}
 	}

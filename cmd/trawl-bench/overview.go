@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/selector"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
 
@@ -105,6 +107,28 @@ func timeWorkload(ctx context.Context, loops, rounds int) (time.Duration, error)
 	return best, nil
 }
 
+// settle waits until the untraced workload runs within a quarter of base
+// again, or a settleLimit has passed: the kernel frees a detached
+// tracer's trampolines and probes after the links are closed, and that
+// work would slow down the next tracer's runs.
+func settle(ctx context.Context, loops int, base time.Duration) error {
+	start := time.Now()
+	for {
+		d, err := timeWorkload(ctx, loops, 1)
+		if err != nil {
+			return err
+		}
+		if d <= base*5/4 || time.Since(start) > settleLimit {
+			fmt.Fprintf(os.Stderr, "trawl-bench: overview: settled after %s (untraced workload %s, %s at first)\n", round(time.Since(start)), round(d), round(base))
+			return nil
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// settleLimit bounds the wait of settle.
+const settleLimit = 3 * time.Minute
+
 // overviewResult is the workload's time under one tracer.
 type overviewResult struct {
 	attach, run time.Duration
@@ -117,23 +141,30 @@ type overviewResult struct {
 // function in the kernel (Config.Aggregate, what `trawl --stats '*'`
 // runs, the backend auto picks) and under bpftrace's kprobe:* count, and
 // prints the slowdowns.
-func benchOverview(ctx context.Context, loops, rounds int, limit time.Duration) error {
+func benchOverview(ctx context.Context, cat *kernel.Catalogue, loops, rounds int, limit time.Duration) error {
 	fmt.Printf("### The overview job: every function counted, against bpftrace\n\n")
 	base, err := timeWorkload(ctx, loops, rounds)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "trawl-bench: overview: untraced workload %s\n", round(base))
-	tr := overviewTrawl(ctx, loops, rounds)
+	tr, b, skipped := overviewTrawl(ctx, loops, rounds)
+	if err := settle(ctx, loops, base); err != nil {
+		return err
+	}
+	fl := overviewFloor(ctx, cat, b, skipped, loops, rounds)
+	if err := settle(ctx, loops, base); err != nil {
+		return err
+	}
 	bt := overviewBpftrace(ctx, loops, rounds, limit)
-	fmt.Printf("A fixed workload, %d loops of what `trawl --workload` does (write, read and stat a file, a pipe, a loopback TCP connection), timed untraced, under trawl.Open of `*` with Config.Aggregate (what `trawl --stats '*'` runs: calls, errors and a latency histogram per function, counted in the kernel; backend auto) and under bpftrace `%s`, in this order in one guest run. Each time is the fastest of %d runs of the workload while the tracer is attached; under bpftrace the runs must end within %s. slowdown: traced time / untraced time; target: trawl's below bpftrace's.\n\n", loops, overviewScript, rounds, limit)
+	fmt.Printf("A fixed workload, %d loops of what `trawl --workload` does (write, read and stat a file, a pipe, a loopback TCP connection), timed untraced, under trawl.Open of `*` with Config.Aggregate (what `trawl --stats '*'` runs: calls, errors and a latency histogram per function, counted in the kernel; backend auto), under empty programs of the attach types of trawl's backend on the functions trawl attached (trawl's floor: what the kernel's hooks cost before any program does anything), and under bpftrace `%s`, in this order in one guest run, each tracer after the kernel has finished freeing the last one's (the untraced workload back within a quarter of its time). Each time is the fastest of %d runs of the workload while the tracer is attached; under bpftrace the runs must end within %s. slowdown: traced time / untraced time; target: trawl's below bpftrace's.\n\n", loops, overviewScript, rounds, limit)
 	fmt.Println("| tracer | attached | attach time | workload time | slowdown |")
 	fmt.Println("|---|---|---|---|---|")
 	fmt.Printf("| none | | | %s | 1.00 |\n", round(base))
 	for _, r := range []struct {
 		name string
 		overviewResult
-	}{{"trawl --stats '*'", tr}, {"bpftrace " + overviewScript, bt}} {
+	}{{"trawl --stats '*'", tr}, {"empty programs (" + b + ")", fl}, {"bpftrace " + overviewScript, bt}} {
 		if r.why != "" {
 			fmt.Printf("| %s | %s | | | |\n", r.name, r.why)
 			continue
@@ -145,23 +176,50 @@ func benchOverview(ctx context.Context, loops, rounds int, limit time.Duration) 
 }
 
 // overviewTrawl times the workload under trawl counting every function.
-func overviewTrawl(ctx context.Context, loops, rounds int) overviewResult {
+// It returns the backend auto took and the functions trawl skipped.
+func overviewTrawl(ctx context.Context, loops, rounds int) (overviewResult, string, trawl.Skips) {
 	start := time.Now()
 	s, err := trawl.Open(ctx, trawl.Config{Patterns: []string{"*"}, Aggregate: true, Progress: progress("overview", start)})
 	if err != nil {
-		return overviewResult{why: "error: " + oneLine(err)}
+		return overviewResult{why: "error: " + oneLine(err)}, "", nil
 	}
 	defer s.Close()
 	r := overviewResult{attach: time.Since(start)}
 	if r.run, err = timeWorkload(ctx, loops, rounds); err != nil {
-		return overviewResult{why: "error: " + oneLine(err)}
+		return overviewResult{why: "error: " + oneLine(err)}, "", nil
 	}
 	st, err := s.Stats()
 	if err != nil {
-		return overviewResult{why: "error: " + oneLine(err)}
+		return overviewResult{why: "error: " + oneLine(err)}, "", nil
 	}
 	r.what = fmt.Sprintf("%d functions (%s), %d calls counted, %d dropped", st.Attached, s.Backend, st.Counted, st.Drops)
 	fmt.Fprintf(os.Stderr, "trawl-bench: overview: trawl attached in %s, workload %s\n", round(r.attach), round(r.run))
+	return r, s.Backend, st.Skipped
+}
+
+// overviewFloor times the workload under empty programs of backend b's
+// attach types on the functions trawl attached with b: what the kernel's
+// hooks cost on every function before any program does any work.
+func overviewFloor(ctx context.Context, cat *kernel.Catalogue, b string, skipped trawl.Skips, loops, rounds int) overviewResult {
+	if !hasFloor(b) {
+		return overviewResult{why: "the bench has no empty links for backend " + b}
+	}
+	sel, err := selector.Select(cat, []string{"*"})
+	if err != nil {
+		return overviewResult{why: "error: " + oneLine(err)}
+	}
+	addrs, ids, funcs := floorTargets(b, sel.Selected, skipped)
+	start := time.Now()
+	closers, err := emptyLinks(b, addrs, ids)
+	if err != nil {
+		return overviewResult{why: "error: " + oneLine(err)}
+	}
+	defer closeAll(closers)
+	r := overviewResult{attach: time.Since(start), what: fmt.Sprintf("%d functions", funcs)}
+	if r.run, err = timeWorkload(ctx, loops, rounds); err != nil {
+		return overviewResult{why: "error: " + oneLine(err)}
+	}
+	fmt.Fprintf(os.Stderr, "trawl-bench: overview: empty programs attached in %s, workload %s\n", round(r.attach), round(r.run))
 	return r
 }
 
