@@ -192,7 +192,11 @@ func overviewTrawl(ctx context.Context, loops, rounds int) (overviewResult, stri
 	if err != nil {
 		return overviewResult{why: "error: " + oneLine(err)}, "", nil
 	}
-	r.what = fmt.Sprintf("%d functions (%s), %d calls counted, %d dropped", st.Attached, s.Backend, st.Counted, st.Drops)
+	var misses uint64
+	for _, n := range st.RecursionMisses {
+		misses += n
+	}
+	r.what = fmt.Sprintf("%d functions (%s), %d calls counted, %d dropped, %d recursion misses", st.Attached, s.Backend, st.Counted, st.Drops, misses)
 	fmt.Fprintf(os.Stderr, "trawl-bench: overview: trawl attached in %s, workload %s\n", round(r.attach), round(r.run))
 	return r, s.Backend, st.Skipped
 }
