@@ -903,34 +903,11 @@ static __always_inline int is_error(const struct plan *p, __u64 ret)
 /* hist_bucket returns the histogram bucket of a duration of ns. */
 static __always_inline __u32 hist_bucket(__u64 ns)
 {
-	__u64 v = ns;
-	__u32 e = 0, i;
+	__u32 e, i;
 
 	if (ns < HIST_EXACT)
 		return ns;
-	/* e = floor(log2(ns)): BPF has no count-leading-zeros. */
-	if (v >> 32) {
-		v >>= 32;
-		e += 32;
-	}
-	if (v >> 16) {
-		v >>= 16;
-		e += 16;
-	}
-	if (v >> 8) {
-		v >>= 8;
-		e += 8;
-	}
-	if (v >> 4) {
-		v >>= 4;
-		e += 4;
-	}
-	if (v >> 2) {
-		v >>= 2;
-		e += 2;
-	}
-	if (v >> 1)
-		e += 1;
+	e = log2_floor(ns);
 	i = HIST_EXACT + ((e - 4) << HIST_SUB_BITS) + ((ns >> (e - HIST_SUB_BITS)) & ((1 << HIST_SUB_BITS) - 1));
 	return i < HIST_BUCKETS ? i : HIST_BUCKETS - 1;
 }

@@ -125,38 +125,14 @@ struct {
 /* count_call counts a call that took ns. */
 static __always_inline void count_call(__u64 ns)
 {
-	__u32 zero = 0, e = 0;
+	__u32 zero = 0;
 	struct floor_stats *st = bpf_map_lookup_elem(&floor_counts, &zero);
-	__u64 v = ns;
 
 	if (!st)
 		return;
-	/* e = floor(log2(ns)): BPF has no count-leading-zeros. */
-	if (v >> 32) {
-		v >>= 32;
-		e += 32;
-	}
-	if (v >> 16) {
-		v >>= 16;
-		e += 16;
-	}
-	if (v >> 8) {
-		v >>= 8;
-		e += 8;
-	}
-	if (v >> 4) {
-		v >>= 4;
-		e += 4;
-	}
-	if (v >> 2) {
-		v >>= 2;
-		e += 2;
-	}
-	if (v >> 1)
-		e += 1;
 	st->calls++;
 	st->total_ns += ns;
-	st->hist[e & 63]++;
+	st->hist[log2_floor(ns) & 63]++;
 }
 
 /* count_exit counts the call whose entry time keep_entry kept. */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* What trawl's BPF programs know of the kernel beyond BTF relocations:
- * the registers a kprobe sees, and the task fields they read. */
+ * the registers a kprobe sees, and the task fields they read; and the
+ * arithmetic both capture.c and floor.c need. */
 #ifndef TRAWL_KERNEL_H
 #define TRAWL_KERNEL_H
 
@@ -25,6 +26,37 @@ static __always_inline void read_comm(struct task_struct *t, __u64 name[2])
 {
 	name[0] = *(__u64 *)&t->comm[0];
 	name[1] = *(__u64 *)&t->comm[8];
+}
+
+/* log2_floor returns floor(log2(v)), 0 for v 0 or 1: BPF has no
+ * count-leading-zeros. */
+static __always_inline __u32 log2_floor(__u64 v)
+{
+	__u32 e = 0;
+
+	if (v >> 32) {
+		v >>= 32;
+		e += 32;
+	}
+	if (v >> 16) {
+		v >>= 16;
+		e += 16;
+	}
+	if (v >> 8) {
+		v >>= 8;
+		e += 8;
+	}
+	if (v >> 4) {
+		v >>= 4;
+		e += 4;
+	}
+	if (v >> 2) {
+		v >>= 2;
+		e += 2;
+	}
+	if (v >> 1)
+		e += 1;
+	return e;
 }
 
 /* Kprobe programs read registers from their struct pt_regs *ctx, whose
