@@ -110,12 +110,12 @@ func LoadTracing(spec *TracingSpec) (*ebpf.Program, error) {
 	}
 	copy(attr.progName[:len(attr.progName)-1], spec.Name)
 
-	fd, err := bpf(cmdProgLoad, &attr)
+	fd, err := progLoad(&attr)
 	if err != nil {
 		// Load again with a log to say why.
 		buf := make([]byte, logSize)
 		attr.logLevel, attr.logSize, attr.logBuf = 1, logSize, unsafe.Pointer(&buf[0])
-		fd, err = bpf(cmdProgLoad, &attr)
+		fd, err = progLoad(&attr)
 		if err != nil {
 			return nil, loadError(spec, err, buf)
 		}
@@ -126,6 +126,18 @@ func LoadTracing(spec *TracingSpec) (*ebpf.Program, error) {
 		return nil, fmt.Errorf("wrap program %q: %w", spec.Name, err)
 	}
 	return prog, nil
+}
+
+// progLoad loads a program, again each time a signal interrupts the
+// verifier (EAGAIN, as cilium/ebpf does): a CPU profile's SIGPROF alone
+// made a load of the capture program fail.
+func progLoad(attr *progLoadAttr) (int, error) {
+	for {
+		fd, err := bpf(cmdProgLoad, attr)
+		if !errors.Is(err, unix.EAGAIN) {
+			return fd, err
+		}
+	}
 }
 
 // loadError words a failed load: unsupported, rejected by the verifier
