@@ -488,6 +488,12 @@ func finish(ctx context.Context, s *trawl.Session, r render.Renderer, stop *stop
 	if err := errors.Join(readErr, stopErr, statsErr, closeErr, renderErr); err != nil {
 		return err
 	}
+	if hurried(ctx) {
+		// A second interrupt came after the check above, and the detach
+		// finished first (quick with few functions): still the status
+		// of an interrupted run.
+		return &exitError{status: exitSignal + int(signalOf(ctx)), msg: "interrupted twice: exiting; the trace had already detached"}
+	}
 	if child != nil {
 		return child.status()
 	}
