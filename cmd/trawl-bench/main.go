@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -66,6 +67,11 @@ type options struct {
 }
 
 func main() {
+	// The trawl command's soft memory limit (memoryLimit in cmd/trawl),
+	// so that the peak memory measured is the command's.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(160 << 20)
+	}
 	var o options
 	flag.StringVar(&o.sizes, "n", "10,100,1000,all", "function counts to attach, comma-separated; all means every traceable function")
 	backends := flag.String("backends", strings.Join(allBackends, ","), "backends to measure, comma-separated")

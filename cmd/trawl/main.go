@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,6 +27,9 @@ var errUsage = errors.New("usage")
 // command, with the command's status; interrupted before tracing began,
 // with 128 + the signal's number.
 func main() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit)
+	}
 	err := run(handleSignals(), os.Args[1:], os.Stdout, os.Stderr)
 	var ee *exitError
 	switch {
@@ -43,6 +47,14 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// memoryLimit is the Go runtime's soft memory limit (GOMEMLIMIT overrides
+// it). Attaching every function holds about 90 MB of plans and types at
+// once, and by default the heap grows to twice its live size before the
+// collector runs: 200-205 MB of peak resident memory with arm64-7.3's
+// 54,000 functions. Near the limit the collector runs more often; below
+// it nothing changes.
+const memoryLimit = 160 << 20
 
 // run runs the trawl command line args (without the program name).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
