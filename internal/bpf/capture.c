@@ -534,6 +534,42 @@ static __always_inline int entry_passes(struct frame *f)
 	return 0;
 }
 
+/* trawl_capture copies capture i of plan p into f's data from off, and
+ * returns where the next capture starts. A global function: the verifier
+ * checks it once, for any i and off, where a static one was checked again
+ * for each capture of each path into the loop (some 165,000 instructions
+ * of a kprobe.multi program, seconds of its load under emulation). Before
+ * 5.12 a global function cannot take pointers: there the loader makes it
+ * static in the program's BTF (configureGlobals), and the verifier checks
+ * it at each call as before. */
+__noinline __u64 trawl_capture(struct frame *f, const struct plan *p, __u64 i, __u64 off)
+{
+	const struct cap *c;
+	__u64 ptr;
+	long n = 0;
+
+	if (!f || !p || i >= MAX_CAPS || off >= MAX_DATA)
+		return MAX_DATA;
+	c = &p->caps[i];
+	ptr = slot(f, c->slot);
+	if (c->kind == CAP_DEEP)
+		ptr = deep_ptr(f, c, off);
+	else if (c->kind == CAP_PKT)
+		ptr = pkt_ptr(f, c, off);
+	if (ptr && c->kind >= CAP_BUF && c->kind <= CAP_BUF_RET)
+		n = copy_buf(f, off, c, ptr, c->kind == CAP_BUF ? buf_len(f, c) : 0);
+	else if (ptr)
+		n = copy(f, off, c, ptr);
+	if (n < 0) {
+		f->rec.cap_failed |= 1 << i;
+		n = 0;
+	}
+	if (p->flags & PLAN_DEEP)
+		n = deep_size(f, c, i, off, n);
+	f->rec.cap_len[i] = n;
+	return off + n;
+}
+
 /* capture runs the entry filter (unless the call is tracked), then follows the first nr_caps of the
  * plan's pointers. It returns 0 for a call the filter refused. */
 static __always_inline int capture(struct frame *f, const struct plan *p, __u64 nr_caps, int tracked)
@@ -545,30 +581,11 @@ static __always_inline int capture(struct frame *f, const struct plan *p, __u64 
 	for (int i = 0; i < MAX_CAPS; i++) {
 		if (i >= nr_caps)
 			break;
-		const struct cap *c = &p->caps[i];
-		__u64 ptr = slot(f, c->slot);
-		long n = 0;
-
 		if (off >= MAX_DATA) {
 			f->rec.flags |= REC_TRUNCATED;
 			break;
 		}
-		if (c->kind == CAP_DEEP)
-			ptr = deep_ptr(f, c, off);
-		else if (c->kind == CAP_PKT)
-			ptr = pkt_ptr(f, c, off);
-		if (ptr && c->kind >= CAP_BUF && c->kind <= CAP_BUF_RET)
-			n = copy_buf(f, off, c, ptr, c->kind == CAP_BUF ? buf_len(f, c) : 0);
-		else if (ptr)
-			n = copy(f, off, c, ptr);
-		if (n < 0) {
-			f->rec.cap_failed |= 1 << i;
-			n = 0;
-		}
-		if (p->flags & PLAN_DEEP)
-			n = deep_size(f, c, i, off, n);
-		f->rec.cap_len[i] = n;
-		off += n;
+		off = trawl_capture(f, p, i, off);
 	}
 	f->rec.data_len = off;
 	return 1;

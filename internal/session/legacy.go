@@ -21,12 +21,13 @@ import (
 // thread id, about 2 KB a thread, allocated when it is created (16 MB).
 const shadowThreads = 8192
 
+// captureFunc is capture.c's global function that copies one capture.
+const captureFunc = "trawl_capture"
+
 // configureLegacy rewrites the capture program for a kernel without task
 // storage or bpf_get_current_task_btf (5.11): shadow stacks in an LRU hash
 // map by thread id, and the task's ids and name from older helpers (see
-// shadow_by_tid and task_by_helpers in internal/bpf/capture.c); and for
-// one without pointer arguments in global functions (5.12): the filter
-// and show functions static.
+// shadow_by_tid and task_by_helpers in internal/bpf/capture.c).
 func configureLegacy(spec *ebpf.CollectionSpec) error {
 	set := map[string]any{}
 	missing, err := lacks(features.TaskStorage)
@@ -46,17 +47,25 @@ func configureLegacy(spec *ebpf.CollectionSpec) error {
 		set[bpf.CaptureVarTaskByHelpers] = uint32(1)
 		slog.Debug("no bpf_get_current_task_btf: task ids and names from older helpers")
 	}
-	if missing, err = lacks(features.GlobalPtrArgs); err != nil {
-		return fmt.Errorf("probe for pointer arguments of global functions: %w", err)
-	}
-	if missing {
-		makeStatic(spec, filter.Stub, filter.ShowStub)
-		slog.Debug("no pointer arguments in global functions: the filter and show functions made static")
-	}
 	for name, v := range set {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return fmt.Errorf("set %s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// configureGlobals makes the capture program's global functions static
+// for a kernel without pointer arguments in global functions (5.12). It
+// runs on the build that will load (see leanest).
+func configureGlobals(spec *ebpf.CollectionSpec) error {
+	missing, err := lacks(features.GlobalPtrArgs)
+	if err != nil {
+		return fmt.Errorf("probe for pointer arguments of global functions: %w", err)
+	}
+	if missing {
+		makeStatic(spec, captureFunc, filter.Stub, filter.ShowStub)
+		slog.Debug("no pointer arguments in global functions: the capture, filter and show functions made static")
 	}
 	return nil
 }
