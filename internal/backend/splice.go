@@ -7,19 +7,49 @@ import (
 	"slices"
 
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 )
 
 // nrCapsFunc is the capture program's function that returns how many
 // captures a plan has (trawl_nr_caps in internal/bpf/capture.c).
 const nrCapsFunc = "trawl_nr_caps"
 
+// CaptureFunc is the capture program's global function that copies one
+// capture (trawl_capture in internal/bpf/capture.c).
+const CaptureFunc = "trawl_capture"
+
 // spliceNrCaps makes trawl_nr_caps return t's capture count in insns, a
 // program loaded for t alone, so that the verifier walks the capture loop
-// that many times rather than MaxCaps. It returns insns unchanged if they
-// do not call trawl_nr_caps.
+// that many times rather than MaxCaps, and makes trawl_capture static, so
+// that it checks each of those captures as part of the loop: a function
+// has few, and a global trawl_capture costs each program some 5,000
+// instructions of its own before 6.8, which checks it only if called.
+// It returns insns unchanged if they do not call trawl_nr_caps.
 func spliceNrCaps(insns asm.Instructions, t Target) (asm.Instructions, error) {
 	n := len(Captures(t.Plan))
-	return splice(insns, nrCapsFunc, asm.Instructions{asm.Mov.Imm(asm.R0, int32(n)), asm.Return()})
+	insns, err := splice(insns, nrCapsFunc, asm.Instructions{asm.Mov.Imm(asm.R0, int32(n)), asm.Return()})
+	if err != nil {
+		return nil, err
+	}
+	return MakeStatic(insns, CaptureFunc), nil
+}
+
+// MakeStatic returns insns with the global functions named static: the
+// verifier then checks them at each call, as part of their caller, rather
+// than once on their own (which kernels before 5.12 only do for functions
+// without pointer arguments). insns are not modified.
+func MakeStatic(insns asm.Instructions, names ...string) asm.Instructions {
+	out := slices.Clone(insns)
+	for i := range out {
+		fn := btf.FuncMetadata(&out[i])
+		if fn == nil || fn.Linkage == btf.StaticFunc || !slices.Contains(names, fn.Name) {
+			continue
+		}
+		static := *fn
+		static.Linkage = btf.StaticFunc
+		out[i] = btf.WithFuncMetadata(out[i], &static)
+	}
+	return out
 }
 
 // funcIDFunc and nrSlotsFunc are the capture program's functions that

@@ -50,6 +50,16 @@ func TestSplice(t *testing.T) {
 				t.Errorf("%s: the spliced %s lost its BTF: %v", name, stub, fn)
 			}
 		}
+		if start, ok := after[CaptureFunc]; ok {
+			if fn := btf.FuncMetadata(&insns[start]); fn == nil || fn.Linkage != btf.StaticFunc {
+				t.Errorf("%s: %s is not static in a program for one function: %v", name, CaptureFunc, fn)
+			}
+			if fn := btf.FuncMetadata(&ps.Instructions[offsets[CaptureFunc]]); fn == nil || fn.Linkage != btf.GlobalFunc {
+				t.Errorf("%s: the spec's %s changed: %v", name, CaptureFunc, fn)
+			}
+		} else if _, ok := after[nrCapsFunc]; ok {
+			t.Errorf("%s calls %s but not %s", name, nrCapsFunc, CaptureFunc)
+		}
 		if start, ok := after[nrCapsFunc]; ok {
 			if got := insns[start]; got.OpCode != asm.Mov.Op(asm.ImmSource) || got.Dst != asm.R0 || got.Constant != 2 || insns[start+1].OpCode != asm.Return().OpCode {
 				t.Errorf("%s: %s is %v %v, want r0 = 2; exit", name, nrCapsFunc, got, insns[start+1])

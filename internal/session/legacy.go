@@ -6,11 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
 
+	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/filter"
 	"github.com/trawl-dev/trawl/internal/kernel/features"
@@ -20,9 +19,6 @@ import (
 // where the kernel has no task storage (before 5.11): an LRU hash map by
 // thread id, about 2 KB a thread, allocated when it is created (16 MB).
 const shadowThreads = 8192
-
-// captureFunc is capture.c's global function that copies one capture.
-const captureFunc = "trawl_capture"
 
 // configureLegacy rewrites the capture program for a kernel without task
 // storage or bpf_get_current_task_btf (5.11): shadow stacks in an LRU hash
@@ -64,29 +60,12 @@ func configureGlobals(spec *ebpf.CollectionSpec) error {
 		return fmt.Errorf("probe for pointer arguments of global functions: %w", err)
 	}
 	if missing {
-		makeStatic(spec, captureFunc, filter.Stub, filter.ShowStub)
+		for _, ps := range spec.Programs {
+			ps.Instructions = backend.MakeStatic(ps.Instructions, backend.CaptureFunc, filter.Stub, filter.ShowStub)
+		}
 		slog.Debug("no pointer arguments in global functions: the capture, filter and show functions made static")
 	}
 	return nil
-}
-
-// makeStatic makes the global functions named in every program of spec
-// static: the verifier then checks them at each call, as part of their
-// caller, rather than once on their own, which kernels before 5.12 only
-// do for functions without pointer arguments.
-func makeStatic(spec *ebpf.CollectionSpec, names ...string) {
-	for _, ps := range spec.Programs {
-		for i := range ps.Instructions {
-			ins := &ps.Instructions[i]
-			fn := btf.FuncMetadata(ins)
-			if fn == nil || !slices.Contains(names, fn.Name) {
-				continue
-			}
-			static := *fn
-			static.Linkage = btf.StaticFunc
-			*ins = btf.WithFuncMetadata(*ins, &static)
-		}
-	}
 }
 
 // lacks runs a feature probe: true when the kernel lacks the feature, an
