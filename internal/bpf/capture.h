@@ -95,6 +95,13 @@ struct plan {
 	__u16 track_slots; /* --track: bit i set when slot i has the tracked type */
 };
 
+/* The states of the trace, in the armed variable (capture.c). */
+enum arm_state {
+	ARM_OFF,     /* attaching: no call is traced or in flight */
+	ARM_ON,      /* tracing */
+	ARM_STOPPED, /* stopped: calls in flight end */
+};
+
 /* The attach cookie of a trampoline program (fentry, fsession,
  * tracing-multi) is its function's plan index, with bit COOKIE_ENTRY set
  * for an --entry function: a call outside every entry call is known as

@@ -13,6 +13,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type CaptureArmState uint32
+
+const (
+	CaptureArmStateARM_OFF     CaptureArmState = 0
+	CaptureArmStateARM_ON      CaptureArmState = 1
+	CaptureArmStateARM_STOPPED CaptureArmState = 2
+)
+
 type CaptureCapKind uint32
 
 const (

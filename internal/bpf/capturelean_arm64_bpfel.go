@@ -13,6 +13,14 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type CaptureLeanArmState uint32
+
+const (
+	CaptureLeanArmStateARM_OFF     CaptureLeanArmState = 0
+	CaptureLeanArmStateARM_ON      CaptureLeanArmState = 1
+	CaptureLeanArmStateARM_STOPPED CaptureLeanArmState = 2
+)
+
 type CaptureLeanErrnoKey struct {
 	_    structs.HostLayout
 	Func uint32

@@ -405,7 +405,7 @@ func (s *Session) arm(cat *kernel.Catalogue, cfg Config) error {
 	}
 	// Last: once armed, every traced call runs the whole program, which
 	// slows down the kernel functions the rest of this step would call.
-	if err := s.capture.Collection.Variables[bpf.CaptureVarArmed].Set(uint32(1)); err != nil {
+	if err := s.capture.Collection.Variables[bpf.CaptureVarArmed].Set(bpf.CaptureArmStateARM_ON); err != nil {
 		return fmt.Errorf("arm the capture program: %w", err)
 	}
 	return nil
@@ -548,7 +548,7 @@ func (s *Session) watch(ctx context.Context) error {
 func (s *Session) Stop() error {
 	var err error
 	s.stopOnce.Do(func() {
-		if err = s.capture.Collection.Variables[bpf.CaptureVarArmed].Set(uint32(0)); err != nil {
+		if err = s.capture.Collection.Variables[bpf.CaptureVarArmed].Set(bpf.CaptureArmStateARM_STOPPED); err != nil {
 			err = fmt.Errorf("disarm the capture program: %w", err)
 		}
 	})
