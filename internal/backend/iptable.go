@@ -25,8 +25,9 @@ const (
 // entries after it.
 type AddressTable struct {
 	// Bits is log2 of the table's size.
-	Bits    uint32
-	entries map[uint32]bpf.CaptureIpFunc
+	Bits uint32
+	// entries has 1 << Bits entries; a free one has address 0.
+	entries []bpf.CaptureIpFunc
 }
 
 // NewAddressTable places every address of the targets in a table of at
@@ -42,7 +43,7 @@ func NewAddressTable(targets []Target) AddressTable {
 	least := uint32(bits.Len(uint(max(2*n, 2) - 1)))
 	var t AddressTable
 	for b := least; b <= least+3; b++ {
-		t = AddressTable{Bits: b, entries: map[uint32]bpf.CaptureIpFunc{}}
+		t = AddressTable{Bits: b, entries: make([]bpf.CaptureIpFunc, 1<<b)}
 		placed := 0
 		for _, tg := range targets {
 			for _, addr := range tg.Plan.Func.Addrs {
@@ -70,7 +71,7 @@ func (t AddressTable) place(ip uint64, id uint32) bool {
 	h := t.hash(ip)
 	for i := range ipMaxProbes {
 		k := (h + i) & mask
-		if _, used := t.entries[k]; !used {
+		if t.entries[k].Ip == 0 {
 			t.entries[k] = bpf.CaptureIpFunc{Ip: ip, Func: id}
 			return true
 		}
@@ -82,9 +83,11 @@ func (t AddressTable) place(ip uint64, id uint32) bool {
 func (t AddressTable) Configure(spec *ebpf.CollectionSpec) error {
 	m := spec.Maps[bpf.CaptureMapFuncIps]
 	m.MaxEntries = 1 << t.Bits
-	m.Contents = make([]ebpf.MapKV, 0, len(t.entries))
+	m.Contents = nil
 	for k, v := range t.entries {
-		m.Contents = append(m.Contents, ebpf.MapKV{Key: k, Value: v})
+		if v.Ip != 0 {
+			m.Contents = append(m.Contents, ebpf.MapKV{Key: uint32(k), Value: v})
+		}
 	}
 	if err := spec.Variables[bpf.CaptureVarIpBits].Set(t.Bits); err != nil {
 		return fmt.Errorf("set %s: %w", bpf.CaptureVarIpBits, err)

@@ -16,8 +16,8 @@ func (t AddressTable) find(ip uint64) (uint32, bool) {
 	mask := uint32(1)<<t.Bits - 1
 	h := t.hash(ip)
 	for i := range ipMaxProbes {
-		e, ok := t.entries[(h+i)&mask]
-		if !ok {
+		e := t.entries[(h+i)&mask]
+		if e.Ip == 0 {
 			break
 		}
 		if e.Ip == ip {

@@ -98,7 +98,7 @@ func Wire(p *plan.Plan, arch plan.Arch) (bpf.CapturePlan, error) {
 	}
 	w.NrSlots = uint8(p.NumSlots)
 	w.ErrKind, w.RetSize = errKind(p), uint8(p.Ret.Size)
-	if p.Func.Proto() == nil {
+	if p.Proto == nil {
 		// No prototype: read the argument registers raw (kprobes only;
 		// trampolines need BTF).
 		w.NrSlots = uint8(min(arch.ArgRegs(), MaxSlots))

@@ -191,7 +191,7 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []render.Value) []render.Val
 		}
 		out = append(out, d.dec.Arg(name, a.Type, raw))
 	}
-	if p.Func.Proto() == nil {
+	if p.Proto == nil {
 		// No prototype: show the raw argument registers.
 		for i := range rawArgs {
 			out = append(out, render.Value{Kind: render.KindUint, Name: argName(i), Bits: r.Slots[i], Flags: render.Hex})

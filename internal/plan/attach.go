@@ -98,7 +98,7 @@ func (p *Plan) Attachable(f Family, a Arch, v KernelVersion) error {
 // the arch trampoline generators (arch/x86/net/bpf_jit_comp.c,
 // arch/arm64/net/bpf_jit_comp.c).
 func (p *Plan) trampolineAttachable(a Arch, v KernelVersion) error {
-	if p.Func.Proto() == nil {
+	if p.Proto == nil {
 		return fmt.Errorf("%w: trampolines attach by BTF ID (%s)", ErrNoPrototype, p.Func.ProtoNote)
 	}
 	if noReturn[p.Func.Name] {

@@ -54,6 +54,9 @@ type Plan struct {
 	// prototype and ID. Without a prototype, Args is empty and only raw
 	// argument registers can be read.
 	Func *kernel.Function
+	// Proto is Func's BTF prototype, nil without one: read once here, as
+	// Func.Proto decodes it from the kernel's BTF at each call.
+	Proto *btf.Func
 	// NumSlots is the number of 8-byte slots the arguments take in a
 	// trampoline context (what bpf_get_func_arg_cnt returns): a 16-byte
 	// struct by value takes two.
@@ -148,8 +151,8 @@ func New(fn *kernel.Function, opts Options) (*Plan, error) {
 	if opts.CallBudget <= 0 || opts.CallBudget > DefaultCallBudget {
 		opts.CallBudget = DefaultCallBudget
 	}
-	p := &Plan{Func: fn}
 	fnProto := fn.Proto()
+	p := &Plan{Func: fn, Proto: fnProto}
 	if fnProto == nil {
 		return p, nil
 	}
