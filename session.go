@@ -406,7 +406,8 @@ func (s *Session) FunctionStats() ([]FunctionStats, error) {
 
 // Close detaches everything and frees the programs and maps, and the
 // kernel's BTF unless another session holds it. Calls that ended after
-// the last Read are counted as Discarded; Stats returns the final
+// the last Read are counted as Discarded; calls still in flight when
+// Close begins are neither sent nor counted. Stats returns the final
 // counters after Close.
 func (s *Session) Close() error {
 	err := s.s.Close()

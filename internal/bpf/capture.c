@@ -56,17 +56,17 @@ FEATURE(__u32 track_on) = 0;      /* --track: see track_entry */
 FEATURE(__u64 track_timeout) = 0; /* --track: ns an object stays tracked unseen; 0: no limit */
 
 /* armed is ARM_OFF while the loader attaches, ARM_ON once every link is
- * attached, and ARM_STOPPED when the trace stops (enum arm_state in
- * capture.h). Entries are only traced while it is ARM_ON, so a stop takes
- * effect at once at any call rate; calls in flight still end and are
- * sent. An exit without its entry while it is not ARM_ON is a call that
- * was in flight while attaching (the exit link goes in first), not a lost
- * event: it is neither counted nor sent. While ARM_OFF no call can be in
- * flight, and the kprobe programs return before anything else: every
- * function attached so far runs them while the next links go in, the
- * kernel's own attach work included (a kretprobe.multi program on every
- * function slowed the kprobe.multi link after it 1.7 times over empty
- * programs', amd64-7.3). */
+ * attached, ARM_STOPPED when the trace stops, and ARM_OFF again while the
+ * links go (enum arm_state in capture.h). Entries are only traced while
+ * it is ARM_ON, so a stop takes effect at once at any call rate; calls in
+ * flight still end and are sent. An exit without its entry while it is
+ * not ARM_ON is a call that was in flight while attaching (the exit link
+ * goes in first), not a lost event: it is neither counted nor sent. While
+ * ARM_OFF no call is in flight, or none is read any more, and the kprobe
+ * programs return before anything else: every function attached so far
+ * runs them while the next links go in or out, the kernel's own work
+ * included (a kretprobe.multi program on every function slowed the
+ * kprobe.multi link after it 1.7 times over empty programs', amd64-7.3). */
 volatile enum arm_state armed = ARM_OFF;
 
 struct {

@@ -97,7 +97,7 @@ struct plan {
 
 /* The states of the trace, in the armed variable (capture.c). */
 enum arm_state {
-	ARM_OFF,     /* attaching: no call is traced or in flight */
+	ARM_OFF,     /* attaching, or detaching: nothing is traced or sent */
 	ARM_ON,      /* tracing */
 	ARM_STOPPED, /* stopped: calls in flight end */
 };

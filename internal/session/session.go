@@ -663,8 +663,9 @@ func readCounters(m *ebpf.Map) (map[string]uint64, error) {
 }
 
 // Close detaches everything and frees the programs and maps. Calls that
-// ended after the last Read are counted as Discarded; Counts returns the
-// final counters after Close.
+// ended after the last Read are counted as Discarded; calls still in
+// flight when Close begins are neither sent nor counted. Counts returns
+// the final counters after Close.
 func (s *Session) Close() error {
 	var errs []error
 	s.closeOnce.Do(func() {
@@ -672,6 +673,13 @@ func (s *Session) Close() error {
 			s.unwatch()
 		}
 		if s.attached != nil {
+			// The programs return at once while the links go: a call
+			// ending now would only be discarded below. The exit
+			// program on every function slowed kprobe-multi's detach
+			// 1.8 times over empty programs' (amd64-7.3).
+			if s.capture.Collection != nil {
+				errs = append(errs, s.capture.Collection.Variables[bpf.CaptureVarArmed].Set(bpf.CaptureArmStateARM_OFF))
+			}
 			errs = append(errs, s.attached.Close(s.detached))
 		}
 		for _, l := range []link.Link{s.fork, s.exit} {
