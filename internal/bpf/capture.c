@@ -2207,6 +2207,8 @@ int fsession_capture(void *ctx)
 {
 	__u64 ret = 0, cookie;
 
+	if (armed == ARM_OFF)
+		return 0;
 	if (bpf_session_is_return(ctx)) {
 		if (lean_stats) {
 			bpf_get_func_ret(ctx, &ret);
