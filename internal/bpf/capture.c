@@ -63,10 +63,11 @@ FEATURE(__u64 track_timeout) = 0; /* --track: ns an object stays tracked unseen;
  * not ARM_ON is a call that was in flight while attaching (the exit link
  * goes in first), not a lost event: it is neither counted nor sent. While
  * ARM_OFF no call is in flight, or none is read any more, and the kprobe
- * programs return before anything else: every function attached so far
- * runs them while the next links go in or out, the kernel's own work
- * included (a kretprobe.multi program on every function slowed the
- * kprobe.multi link after it 1.7 times over empty programs', amd64-7.3). */
+ * and fsession programs return before anything else: every function
+ * attached so far runs them while the next links go in or out, the
+ * kernel's own work included (a kretprobe.multi program on every function
+ * slowed the kprobe.multi link after it 1.7 times over empty programs',
+ * amd64-7.3). */
 volatile enum arm_state armed = ARM_OFF;
 
 struct {

@@ -405,10 +405,16 @@ func (s *Session) arm(cat *kernel.Catalogue, cfg Config) error {
 	}
 	// Last: once armed, every traced call runs the whole program, which
 	// slows down the kernel functions the rest of this step would call.
-	if err := s.capture.Collection.Variables[bpf.CaptureVarArmed].Set(bpf.CaptureArmStateARM_ON); err != nil {
+	if err := s.setArmed(bpf.CaptureArmStateARM_ON); err != nil {
 		return fmt.Errorf("arm the capture program: %w", err)
 	}
 	return nil
+}
+
+// setArmed sets the state of the trace the capture program reads (armed
+// in internal/bpf/capture.c).
+func (s *Session) setArmed(state bpf.CaptureArmState) error {
+	return s.capture.Collection.Variables[bpf.CaptureVarArmed].Set(state)
 }
 
 // takeContents takes the contents out of the specs of maps that are not
@@ -548,7 +554,7 @@ func (s *Session) watch(ctx context.Context) error {
 func (s *Session) Stop() error {
 	var err error
 	s.stopOnce.Do(func() {
-		if err = s.capture.Collection.Variables[bpf.CaptureVarArmed].Set(bpf.CaptureArmStateARM_STOPPED); err != nil {
+		if err = s.setArmed(bpf.CaptureArmStateARM_STOPPED); err != nil {
 			err = fmt.Errorf("disarm the capture program: %w", err)
 		}
 	})
@@ -678,7 +684,7 @@ func (s *Session) Close() error {
 			// program on every function slowed kprobe-multi's detach
 			// 1.8 times over empty programs' (amd64-7.3).
 			if s.capture.Collection != nil {
-				errs = append(errs, s.capture.Collection.Variables[bpf.CaptureVarArmed].Set(bpf.CaptureArmStateARM_OFF))
+				errs = append(errs, s.setArmed(bpf.CaptureArmStateARM_OFF))
 			}
 			errs = append(errs, s.attached.Close(s.detached))
 		}
