@@ -196,6 +196,10 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []s
 	if err != nil {
 		return err
 	}
+	command, commandErr := trawlCommand()
+	if commandErr != nil {
+		fmt.Fprintf(os.Stderr, "trawl-bench: the floor table runs no trawl command: %v\n", commandErr)
+	}
 	fmt.Printf("### Attach\n\n")
 	fmt.Printf("trawl.Open on N functions picked evenly from the %d vmlinux functions that are traceable, have a prototype and an address, and are not on the deny list, as one regexp pattern; then Close. \"all\" is the pattern `*` (%d functions, modules included). Open includes selecting (also shown alone), planning, loading and attaching. Kernel memory is how much slab, vmalloc and per-CPU memory (/proc/meminfo) grew from before Open to after it; peak RSS is the bench process's peak resident memory (VmHWM, reset before Open) while Open ran, the catalogue it holds included. One run each; a size is not run when the time per function between the previous two sizes predicts more than %s.\n\n", len(names), len(all.Selected), budget)
 	fmt.Println("| backend | N | selected | attached | select | open | open per added function | close | kernel memory | peak RSS |")
@@ -236,7 +240,7 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []s
 				fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: skipped %s\n", b, label, line)
 			}
 			if n == allFunctions && hasFloor(b) {
-				floors = append(floors, benchFloor(ctx, cat, b, r, floorRounds))
+				floors = append(floors, benchFloor(ctx, cat, b, r, floorRounds, command))
 			}
 		}
 	}

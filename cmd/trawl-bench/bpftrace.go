@@ -158,11 +158,11 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, names []str
 		var autoBackend string
 		cols := []column{
 			{1, "trawl command", func() (attachResult, error) {
-				r, _, err := trawlCommandOnce(ctx, command, trawl.BackendFentry, attached)
+				r, _, err := trawlCommandOnce(ctx, command, trawl.BackendFentry, attached, false)
 				return r, err
 			}},
 			{2, "trawl command auto", func() (r attachResult, err error) {
-				r, autoBackend, err = trawlCommandOnce(ctx, command, trawl.BackendAuto, attached)
+				r, autoBackend, err = trawlCommandOnce(ctx, command, trawl.BackendAuto, attached, false)
 				return r, err
 			}},
 		}
@@ -248,9 +248,15 @@ func trawlCommand() (string, error) {
 // the whole system, and times it as bpftraceOnce times bpftrace: open from
 // its start until it says it is tracing (armed), close from an interrupt
 // then until it exits. It returns the backend the command says it uses.
-func trawlCommandOnce(ctx context.Context, command, backend string, fns []string) (r attachResult, used string, err error) {
+// With debug, the command runs with --debug and r.steps are the steps it
+// logs, the catalogue's load first.
+func trawlCommandOnce(ctx context.Context, command, backend string, fns []string, debug bool) (r attachResult, used string, err error) {
 	r.selected = len(fns)
-	c := exec.CommandContext(ctx, command, append([]string{"--backend", backend}, fns...)...)
+	args := []string{"--backend", backend}
+	if debug {
+		args = append(args, "--debug")
+	}
+	c := exec.CommandContext(ctx, command, append(args, fns...)...)
 	stderr, err := c.StderrPipe()
 	if err != nil {
 		return r, "", err
@@ -282,6 +288,10 @@ func trawlCommandOnce(ctx context.Context, command, backend string, fns []string
 			}
 			continue
 		}
+		if step, ok := loggedStep(line); ok {
+			r.steps = strings.TrimPrefix(r.steps+", "+step, ", ")
+			continue
+		}
 		messages = append(messages, line)
 	}
 	err, waited = c.Wait(), true
@@ -293,6 +303,23 @@ func trawlCommandOnce(ctx context.Context, command, backend string, fns []string
 	}
 	r.close = time.Since(interrupted)
 	return r, used, nil
+}
+
+// loggedStep returns, from a line `trawl --debug` logs, the catalogue's
+// load or an open step as "NAME TIME".
+func loggedStep(line string) (string, bool) {
+	field := func(key string) string {
+		_, v, _ := strings.Cut(line, " "+key+"=")
+		v, _, _ = strings.Cut(v, " ")
+		return v
+	}
+	switch {
+	case strings.Contains(line, `msg="catalogue loaded"`):
+		return "catalogue " + field("took"), true
+	case strings.Contains(line, `msg="open step"`):
+		return field("step") + " " + field("took"), true
+	}
+	return "", false
 }
 
 // fewArgs returns the names, in order, of vmlinux functions with at most

@@ -148,6 +148,8 @@ func floorOnce(b string, sel []*kernel.Function, skipped map[string][]string) (f
 type floorRow struct {
 	backend string
 	trawl   attachResult
+	// command is the trawl command's run ("" open: not run).
+	command attachResult
 	floor   floorResult
 	rounds  int
 	err     error
@@ -159,26 +161,32 @@ func printFloor(rows []floorRow) {
 		return
 	}
 	fmt.Printf("### Attach against the kernel's floor\n\n")
-	fmt.Printf("For \"all\" above, on the backends that attach every function with one link: the same links (kretprobe.multi + kprobe.multi, kprobe.session, fsession.multi) created right after for empty programs (`return 0`, no cookies) on the addresses or BTF ids trawl attached (the selection less what trawl skipped), timed from loading the programs to the last link. With more than one round (`-floor-rounds`), trawl and the floor take turns and the shortest open time of each counts. ratio: trawl open / floor open, target at most 1.2. Steps: where trawl.Open spent its time (the steps `trawl --debug` logs).\n\n")
-	fmt.Println("| backend | rounds | functions (trawl) | functions (floor) | trawl open | floor open | ratio | trawl close | floor close | trawl kernel memory | floor kernel memory | trawl steps |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("For \"all\" above, on the backends that attach every function with one link: the same links (kretprobe.multi + kprobe.multi, kprobe.session, fsession.multi) created right after for empty programs (`return 0`, no cookies) on the addresses or BTF ids trawl attached (the selection less what trawl skipped), timed from loading the programs to the last link. trawl open is trawl.Open in this process, which holds the catalogue and the BTF types earlier runs decoded (an embedder's later sessions). trawl command is `trawl --backend B --debug '*'` run as a fresh process, from its start until it says it is tracing: what a user waits for, the catalogue's load and the decoding of BTF included. With more than one round (`-floor-rounds`), trawl, the command and the floor take turns and the shortest time of each counts. Ratios: over the floor's open, target at most 1.2. Steps: where the time went (the steps `trawl --debug` logs).\n\n")
+	fmt.Println("| backend | rounds | functions (trawl) | functions (floor) | trawl open | trawl command | floor open | ratio (open) | ratio (command) | trawl close | floor close | trawl kernel memory | floor kernel memory | trawl steps | command steps |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		if r.err != nil {
-			fmt.Printf("| %s | %d | %d | | %s | error: %s | | | | | | |\n", r.backend, r.rounds, r.trawl.attached, round(r.trawl.open), oneLine(r.err))
+			fmt.Printf("| %s | %d | %d | | %s | | error: %s | | | | | | | | |\n", r.backend, r.rounds, r.trawl.attached, round(r.trawl.open), oneLine(r.err))
 			continue
 		}
-		fmt.Printf("| %s | %d | %d | %d | %s | %s | %.2f | %s | %s | %s | %s | %s |\n", r.backend, r.rounds, r.trawl.attached, r.floor.funcs,
-			round(r.trawl.open), round(r.floor.open), r.trawl.open.Seconds()/r.floor.open.Seconds(),
-			round(r.trawl.close), round(r.floor.close), megabytes(r.trawl.kernelMem), megabytes(r.floor.kernelMem), r.trawl.steps)
+		command, commandRatio := "not run (no trawl command)", ""
+		if r.command.open > 0 {
+			command, commandRatio = round(r.command.open).String(), fmt.Sprintf("%.2f", r.command.open.Seconds()/r.floor.open.Seconds())
+		}
+		fmt.Printf("| %s | %d | %d | %d | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", r.backend, r.rounds, r.trawl.attached, r.floor.funcs,
+			round(r.trawl.open), command, round(r.floor.open), r.trawl.open.Seconds()/r.floor.open.Seconds(), commandRatio,
+			round(r.trawl.close), round(r.floor.close), megabytes(r.trawl.kernelMem), megabytes(r.floor.kernelMem), r.trawl.steps, r.command.steps)
 	}
 	fmt.Println()
 }
 
 // benchFloor measures the floor of backend b after the all-functions run
-// r of the pattern "*", then, for each further round, trawl and the
-// floor again, in turn: the shortest open time of each counts, since host
-// load only ever slows a run down.
-func benchFloor(ctx context.Context, cat *kernel.Catalogue, b string, r attachResult, rounds int) floorRow {
+// r of the pattern "*", and the trawl command on "*" (a fresh process,
+// which loads the catalogue and decodes BTF as a user's trace does; not
+// when command is ""); then, for each further round, trawl, the command
+// and the floor again, in turn: the shortest open time of each counts,
+// since host load only ever slows a run down.
+func benchFloor(ctx context.Context, cat *kernel.Catalogue, b string, r attachResult, rounds int, command string) floorRow {
 	row := floorRow{backend: b, trawl: r, rounds: rounds}
 	sel, err := selector.Select(cat, []string{"*"})
 	if err != nil {
@@ -195,6 +203,17 @@ func benchFloor(ctx context.Context, cat *kernel.Catalogue, b string, r attachRe
 			fmt.Fprintf(os.Stderr, "trawl-bench: %s N=all again: open %s (%s)\n", b, round(again.open), again.steps)
 			if again.open < row.trawl.open {
 				row.trawl = again
+			}
+		}
+		if command != "" {
+			c, _, err := trawlCommandOnce(ctx, command, b, []string{"*"}, true)
+			if err != nil {
+				row.err = err
+				return row
+			}
+			fmt.Fprintf(os.Stderr, "trawl-bench: %s trawl command on *: tracing after %s (%s)\n", b, round(c.open), c.steps)
+			if k == 0 || c.open < row.command.open {
+				row.command = c
 			}
 		}
 		f, err := floorOnce(b, sel.Selected, row.trawl.skipped)
