@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/kernel"
 )
 
 // From internal/bpf/capture.h.
@@ -30,30 +31,45 @@ type AddressTable struct {
 	entries []bpf.CaptureIpFunc
 }
 
-// NewAddressTable places every address of the targets in a table of at
-// least twice as many entries, or of up to 16 times as many when some
-// address finds no free entry within ipMaxProbes of its hash (about one in
-// a thousand does at twice). An address still left out is found by the
-// attach cookie, which the program counts.
-func NewAddressTable(targets []Target) AddressTable {
+// AddressBits returns log2 of the size of the address table for the
+// addresses of fns: at least twice as many entries, or up to 16 times as
+// many when some address finds no free entry within ipMaxProbes of its
+// hash (about one in a thousand does at twice). It takes the selected
+// functions, so that the program can be loaded while they are planned.
+func AddressBits(fns []*kernel.Function) uint32 {
 	n := 0
-	for _, t := range targets {
-		n += len(t.Plan.Func.Addrs)
+	for _, fn := range fns {
+		n += len(fn.Addrs)
 	}
 	least := uint32(bits.Len(uint(max(2*n, 2) - 1)))
-	var t AddressTable
-	for b := least; b <= least+3; b++ {
-		t = AddressTable{Bits: b, entries: make([]bpf.CaptureIpFunc, 1<<b)}
+	for b := least; b < least+3; b++ {
+		t := AddressTable{Bits: b, entries: make([]bpf.CaptureIpFunc, 1<<b)}
 		placed := 0
-		for _, tg := range targets {
-			for _, addr := range tg.Plan.Func.Addrs {
-				if t.place(addr, tg.ID) {
+		for i, fn := range fns {
+			for _, addr := range fn.Addrs {
+				if t.place(addr, uint32(i)) {
 					placed++
 				}
 			}
 		}
 		if placed == n {
-			break
+			return b
+		}
+	}
+	return least + 3
+}
+
+// NewAddressTable places every address of the targets in a table of
+// 1<<bits entries. With bits from AddressBits of the functions the
+// targets are among, in the same order, every address finds an entry:
+// linear probing places the addresses of some of the functions no
+// farther from their hashes than it places those of all. An address
+// still left out is found by the attach cookie, which the program counts.
+func NewAddressTable(targets []Target, bits uint32) AddressTable {
+	t := AddressTable{Bits: bits, entries: make([]bpf.CaptureIpFunc, 1<<bits)}
+	for _, tg := range targets {
+		for _, addr := range tg.Plan.Func.Addrs {
+			t.place(addr, tg.ID)
 		}
 	}
 	return t
@@ -79,18 +95,32 @@ func (t AddressTable) place(ip uint64, id uint32) bool {
 	return false
 }
 
-// Configure sizes the program's table and fills it when it is created.
-func (t AddressTable) Configure(spec *ebpf.CollectionSpec) error {
-	m := spec.Maps[bpf.CaptureMapFuncIps]
-	m.MaxEntries = 1 << t.Bits
-	m.Contents = nil
+// ConfigureAddressTable sizes the program's table for 1<<bits entries.
+func ConfigureAddressTable(spec *ebpf.CollectionSpec, bits uint32) error {
+	spec.Maps[bpf.CaptureMapFuncIps].MaxEntries = 1 << bits
+	if err := spec.Variables[bpf.CaptureVarIpBits].Set(bits); err != nil {
+		return fmt.Errorf("set %s: %w", bpf.CaptureVarIpBits, err)
+	}
+	return nil
+}
+
+// Store fills the loaded table m, of 1<<t.Bits entries, with one batch
+// update: one syscall per entry took seconds for every function under
+// emulation.
+func (t AddressTable) Store(m *ebpf.Map) error {
+	var keys []uint32
+	var values []bpf.CaptureIpFunc
 	for k, v := range t.entries {
 		if v.Ip != 0 {
-			m.Contents = append(m.Contents, ebpf.MapKV{Key: uint32(k), Value: v})
+			keys = append(keys, uint32(k))
+			values = append(values, v)
 		}
 	}
-	if err := spec.Variables[bpf.CaptureVarIpBits].Set(t.Bits); err != nil {
-		return fmt.Errorf("set %s: %w", bpf.CaptureVarIpBits, err)
+	if len(keys) == 0 {
+		return nil
+	}
+	if _, err := m.BatchUpdate(keys, values, nil); err != nil {
+		return fmt.Errorf("store the address table: %w", err)
 	}
 	return nil
 }

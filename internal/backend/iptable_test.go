@@ -55,7 +55,7 @@ func TestAddressTable(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []int{1, 2, 20, 1000, 50000} {
 		targets := textTargets(r, n)
-		tbl := NewAddressTable(targets)
+		tbl := NewAddressTable(targets, AddressBits(funcsOf(targets)))
 		addrs := 0
 		for _, tg := range targets {
 			for _, a := range tg.Plan.Func.Addrs {
@@ -75,21 +75,55 @@ func TestAddressTable(t *testing.T) {
 	}
 }
 
-func TestAddressTableConfigure(t *testing.T) {
+// funcsOf returns the functions of targets, in order.
+func funcsOf(targets []Target) []*kernel.Function {
+	fns := make([]*kernel.Function, len(targets))
+	for i, t := range targets {
+		fns[i] = t.Plan.Func
+	}
+	return fns
+}
+
+// TestAddressTableSubset checks that the targets planned among the
+// selected functions all find an entry in the table sized for the
+// selection, however many of them planning left out.
+func TestAddressTableSubset(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	selected := textTargets(r, 50000)
+	bits := AddressBits(funcsOf(selected))
+	for _, keep := range []float64{0.1, 0.5, 0.99} {
+		var targets []Target
+		for _, tg := range selected {
+			if r.Float64() < keep {
+				tg.ID = uint32(len(targets))
+				targets = append(targets, tg)
+			}
+		}
+		tbl := NewAddressTable(targets, bits)
+		for _, tg := range targets {
+			for _, a := range tg.Plan.Func.Addrs {
+				if id, ok := tbl.find(a); !ok || id != tg.ID {
+					t.Fatalf("keep %.2f: address %#x found as %d, %v; want %d", keep, a, id, ok, tg.ID)
+				}
+			}
+		}
+	}
+}
+
+func TestConfigureAddressTable(t *testing.T) {
 	spec, err := bpf.LoadCapture()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl := NewAddressTable(textTargets(rand.New(rand.NewPCG(3, 4)), 100))
-	if err := tbl.Configure(spec); err != nil {
+	want := AddressBits(funcsOf(textTargets(rand.New(rand.NewPCG(3, 4)), 100)))
+	if err := ConfigureAddressTable(spec, want); err != nil {
 		t.Fatal(err)
 	}
-	m := spec.Maps[bpf.CaptureMapFuncIps]
-	if m.MaxEntries != 1<<tbl.Bits || len(m.Contents) != 101 {
-		t.Errorf("func_ips: %d entries, %d filled; want %d and 101", m.MaxEntries, len(m.Contents), 1<<tbl.Bits)
+	if m := spec.Maps[bpf.CaptureMapFuncIps]; m.MaxEntries != 1<<want {
+		t.Errorf("func_ips: %d entries, want %d", m.MaxEntries, 1<<want)
 	}
 	var bits uint32
-	if err := spec.Variables[bpf.CaptureVarIpBits].Get(&bits); err != nil || bits != tbl.Bits {
-		t.Errorf("ip_bits %d (%v), want %d", bits, err, tbl.Bits)
+	if err := spec.Variables[bpf.CaptureVarIpBits].Get(&bits); err != nil || bits != want {
+		t.Errorf("ip_bits %d (%v), want %d", bits, err, want)
 	}
 }

@@ -6,20 +6,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"syscall"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
+	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"github.com/trawl-dev/trawl/internal/plan"
 )
 
-// configureAddresses fills the address table the kprobe programs find
-// their function by.
-func configureAddresses(spec *ebpf.CollectionSpec, targets []Target) error {
-	return NewAddressTable(targets).Configure(spec)
+// sizeAddresses sizes the address table the kprobe programs find their
+// function by, for the selected functions fns.
+func sizeAddresses(spec *ebpf.CollectionSpec, fns []*kernel.Function) error {
+	return ConfigureAddressTable(spec, AddressBits(fns))
+}
+
+// fillAddresses stores the targets' addresses in the loaded table, of the
+// size sizeAddresses gave it.
+func fillAddresses(coll *ebpf.Collection, targets []Target) error {
+	m := coll.Maps[bpf.CaptureMapFuncIps]
+	return NewAddressTable(targets, uint32(bits.TrailingZeros32(m.MaxEntries()))).Store(m)
 }
 
 // maxBatch is the kernel's cap on addresses in one kprobe.multi link
@@ -36,7 +45,8 @@ var KprobeMulti = register(&Backend{
 	Needs:   features.KprobeMulti,
 	Family:  plan.Kprobe,
 	Keeps:   []string{bpf.CaptureProgKprobeCapture, bpf.CaptureProgKretprobeCapture},
-	Prepare: configureAddresses,
+	Prepare: sizeAddresses,
+	Fill:    fillAddresses,
 	Attach:  attachKprobeMulti,
 })
 
@@ -68,12 +78,13 @@ var KprobeSession = register(&Backend{
 	Needs:  features.KprobeSession,
 	Family: plan.Kprobe,
 	Keeps:  []string{bpf.CaptureProgKprobeSessionCapture},
-	Prepare: func(spec *ebpf.CollectionSpec, targets []Target) error {
+	Prepare: func(spec *ebpf.CollectionSpec, fns []*kernel.Function) error {
 		if err := ResolveKfuncs(spec.Programs[bpf.CaptureProgKprobeSessionCapture].Instructions); err != nil {
 			return fmt.Errorf("kprobe-session backend: %w", err)
 		}
-		return configureAddresses(spec, targets)
+		return sizeAddresses(spec, fns)
 	},
+	Fill:   fillAddresses,
 	Attach: attachKprobeSession,
 })
 

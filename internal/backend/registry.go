@@ -28,9 +28,13 @@ type Backend struct {
 	// Keeps names the capture programs loaded with the maps, before
 	// Attach; Attach loads its own copies of the others, or none.
 	Keeps []string
-	// Prepare, if set, readies the collection spec for the targets before
-	// it is loaded.
-	Prepare func(spec *ebpf.CollectionSpec, targets []Target) error
+	// Prepare, if set, readies the collection spec before it is loaded,
+	// for targets among the selected functions fns: the spec is loaded
+	// while they are planned.
+	Prepare func(spec *ebpf.CollectionSpec, fns []*kernel.Function) error
+	// Fill, if set, stores in the loaded collection what its programs
+	// find the targets by, before they are attached.
+	Fill func(coll *ebpf.Collection, targets []Target) error
 	// Attach attaches the capture program to the targets, telling
 	// progress, if not nil, how it goes. On error the attachment, if not
 	// nil, holds what was attached, for the caller to report and close.

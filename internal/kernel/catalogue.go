@@ -123,6 +123,10 @@ func (f *Function) Proto() *btf.Func {
 	return fn
 }
 
+// HasProto reports whether the function has a BTF prototype, without
+// decoding it: Proto is nil when it has none (and when decoding fails).
+func (f *Function) HasProto() bool { return f.proto != nil || f.spec != nil && f.BTFID != 0 }
+
 // Catalogue is the set of kernel functions. It is immutable once loaded and
 // safe for concurrent use.
 type Catalogue struct {

@@ -7,6 +7,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -89,13 +90,15 @@ type Session struct {
 	// entries are the functions --entry selected.
 	entries map[*kernel.Function]bool
 	// track is set with --track.
-	track     *tracker
-	capture   backend.Capture
-	attached  *backend.Attachment
-	fork      link.Link
-	reader    *ringbuf.Reader
-	exit      link.Link
-	decoder   *event.Decoder
+	track    *tracker
+	capture  backend.Capture
+	attached *backend.Attachment
+	fork     link.Link
+	reader   *ringbuf.Reader
+	exit     link.Link
+	decoder  *event.Decoder
+	// layouts are the targets' plans as the capture program reads them.
+	layouts   []bpf.CapturePlan
 	planSkips skip.Reasons
 	detached  func(done, total int)
 	closeOnce sync.Once
@@ -121,6 +124,12 @@ type Session struct {
 // attaches it and arms it. When it fails (or is cancelled) after it began
 // to attach, it returns the session with the error: its Counts say what
 // was attached and skipped, and Close detaches it all again.
+//
+// Two pairs of steps run side by side, each on its own CPU where there
+// are two: planning and loading (see planAndLoad), then attaching, mostly
+// kernel work for the backends that attach every function at once, and
+// readying the decoding of the calls, which the program, attached
+// unarmed, does not send yet.
 func Open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe Probe) (_ *Session, err error) {
 	if n := cat.Notice(); n != "" {
 		cfg.Notify(n)
@@ -134,22 +143,78 @@ func Open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe Probe) (
 			s.Close()
 		}
 	}()
-	if err := timed("plan", func() error { return s.plan(cfg) }); err != nil {
+	if err := s.planAndLoad(cat, cfg); err != nil {
 		return nil, err
 	}
-	if err := timed("load", func() error { return s.load(cat, cfg) }); err != nil {
+	if err := timed("fill", s.fill); err != nil {
 		return nil, err
 	}
-	if err := timed("attach", func() error { return s.attach(ctx, cfg.Progress) }); err != nil {
+	var ready sync.WaitGroup
+	ready.Go(func() { s.ready(cat, cfg) })
+	err = timed("attach", func() error { return s.attach(ctx, cfg.Progress) })
+	ready.Wait()
+	if err != nil {
 		if s.attached != nil {
 			return s, err
 		}
 		return nil, err
 	}
-	if err := timed("arm", func() error { return s.arm(cat, cfg) }); err != nil {
+	if err := timed("arm", s.arm); err != nil {
 		return s, err
 	}
 	return s, nil
+}
+
+// planAndLoad plans the capture of the selected functions and loads the
+// capture program, side by side unless the program takes code per
+// function (--filter, --show, --track), which needs the plans first. Its
+// maps are then sized for the most targets planning can keep.
+func (s *Session) planAndLoad(cat *kernel.Catalogue, cfg Config) error {
+	if s.flt.expr != nil || len(s.show.exprs) > 0 || s.track != nil {
+		if err := timed("plan", func() error { return s.plan(cfg) }); err != nil {
+			return err
+		}
+		return timed("load", func() error {
+			spec, err := s.prepare(cat, cfg, len(s.targets), s.targets)
+			if err != nil {
+				return err
+			}
+			return s.load(spec, cfg)
+		})
+	}
+	// Readying the program reads the catalogue's BTF (its relocations),
+	// which planning decodes: not at once, as cilium/ebpf v0.22 decodes a
+	// module's types into those of vmlinux without holding their lock.
+	var spec *ebpf.CollectionSpec
+	if err := timed("prepare", func() (err error) {
+		spec, err = s.prepare(cat, cfg, s.mostTargets(), nil)
+		return err
+	}); err != nil {
+		return err
+	}
+	var planErr error
+	var planning sync.WaitGroup
+	planning.Go(func() { planErr = timed("plan", func() error { return s.plan(cfg) }) })
+	loadErr := timed("load", func() error { return s.load(spec, cfg) })
+	planning.Wait()
+	// Planning's errors say what is wrong with the trace itself.
+	return cmp.Or(planErr, loadErr)
+}
+
+// mostTargets is how many targets planning can keep at most, known before
+// it runs: the selected functions, less, for trampolines, those without a
+// BTF prototype.
+func (s *Session) mostTargets() int {
+	n := len(s.Selection.Selected)
+	if s.Backend.Family == plan.Trampoline {
+		n = 0
+		for _, fn := range s.Selection.Selected {
+			if fn.HasProto() {
+				n++
+			}
+		}
+	}
+	return max(n, 1)
 }
 
 // timed runs one step of Open and logs how long it took (trawl --debug).
@@ -263,58 +328,83 @@ func (s *Session) plan(cfg Config) error {
 	if len(s.targets) == 0 {
 		return fmt.Errorf("none of the %d selected functions can be attached with %s: %s", len(sel.Selected), s.Backend.Name, strings.Join(s.planSkips.Summary(1), "; "))
 	}
+	return s.wire(arch)
+}
+
+// wire lays out the targets' plans as the capture program reads them, for
+// fill to store.
+func (s *Session) wire(arch plan.Arch) error {
+	s.layouts = make([]bpf.CapturePlan, len(s.targets))
+	for i, t := range s.targets {
+		w, err := backend.Wire(t.Plan, arch)
+		if err != nil {
+			return err
+		}
+		if t.Show != nil {
+			w.Flags |= uint16(bpf.CapturePlanFlagPLAN_SHOW)
+		}
+		if s.entries[t.Plan.Func] {
+			w.Flags |= planEntry
+		}
+		s.layouts[i] = w
+	}
 	return nil
 }
 
-// load readies the capture program for the targets, loads the maps and
-// the programs the backend keeps, and stores the targets' capture
-// layouts.
-func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
+// prepare readies the capture program for at most n targets, and puts
+// into it the code of the targets coded (--filter, --show, --track),
+// which have been planned.
+func (s *Session) prepare(cat *kernel.Catalogue, cfg Config, n int, coded []backend.Target) (*ebpf.CollectionSpec, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := features.Base(); err != nil {
-		return err
+		return nil, err
 	}
 	spec, err := bpf.LoadCapture()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := configureLegacy(spec); err != nil {
-		return err
+		return nil, err
 	}
-	if err := configure(spec, cfg, len(s.targets)); err != nil {
-		return err
+	if err := configure(spec, cfg, n); err != nil {
+		return nil, err
 	}
 	if err := s.show.configure(spec); err != nil {
-		return err
+		return nil, err
 	}
 	if err := configureChains(spec, cfg); err != nil {
-		return err
+		return nil, err
 	}
 	if err := configureStacks(spec, cfg); err != nil {
-		return err
+		return nil, err
 	}
 	if err := configureTrack(spec, cfg); err != nil {
-		return err
+		return nil, err
 	}
-	if err := s.flt.configure(spec, s.targets); err != nil {
-		return err
+	if err := s.flt.configure(spec, coded); err != nil {
+		return nil, err
 	}
 	if spec, err = leanest(spec); err != nil {
-		return err
+		return nil, err
 	}
 	if err := configureGlobals(spec); err != nil {
-		return err
+		return nil, err
 	}
 	if err := backend.Relocate(spec, cat.Spec("")); err != nil {
-		return err
+		return nil, err
 	}
 	if prepare := s.Backend.Prepare; prepare != nil {
-		if err := prepare(spec, s.targets); err != nil {
-			return err
+		if err := prepare(spec, s.Selection.Selected); err != nil {
+			return nil, err
 		}
 	}
+	return spec, nil
+}
+
+// load loads the maps of spec and the programs the backend keeps.
+func (s *Session) load(spec *ebpf.CollectionSpec, cfg Config) error {
 	keep := slices.Clone(s.Backend.Keeps)
 	if len(cfg.PIDs) > 0 {
 		// Only a trace of some processes follows their forks and exits
@@ -342,30 +432,6 @@ func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
 			return fmt.Errorf("fill map %s: %w", name, err)
 		}
 	}
-	arch, err := plan.HostArch()
-	if err != nil {
-		return err
-	}
-	// One batch for all layouts: one syscall per function took seconds
-	// for every function under emulation.
-	ids := make([]uint32, len(s.targets))
-	layouts := make([]bpf.CapturePlan, len(s.targets))
-	for i, t := range s.targets {
-		w, err := backend.Wire(t.Plan, arch)
-		if err != nil {
-			return err
-		}
-		if t.Show != nil {
-			w.Flags |= uint16(bpf.CapturePlanFlagPLAN_SHOW)
-		}
-		if s.entries[t.Plan.Func] {
-			w.Flags |= planEntry
-		}
-		ids[i], layouts[i] = t.ID, w
-	}
-	if _, err := coll.Maps[bpf.CaptureMapPlans].BatchUpdate(ids, layouts, nil); err != nil {
-		return fmt.Errorf("store the capture layouts: %w", err)
-	}
 	if len(cfg.PIDs) > 0 {
 		if err := s.followPIDs(cfg.PIDs); err != nil {
 			return err
@@ -373,6 +439,25 @@ func (s *Session) load(cat *kernel.Catalogue, cfg Config) error {
 	}
 	s.reader, err = ringbuf.NewReader(coll.Maps[bpf.CaptureMapEvents])
 	return err
+}
+
+// fill stores the targets' capture layouts, and what the backend's
+// programs find them by, in the loaded maps.
+func (s *Session) fill() error {
+	coll := s.capture.Collection
+	// One batch for all layouts: one syscall per function took seconds
+	// for every function under emulation.
+	ids := make([]uint32, len(s.targets))
+	for i, t := range s.targets {
+		ids[i] = t.ID
+	}
+	if _, err := coll.Maps[bpf.CaptureMapPlans].BatchUpdate(ids, s.layouts, nil); err != nil {
+		return fmt.Errorf("store the capture layouts: %w", err)
+	}
+	if fill := s.Backend.Fill; fill != nil {
+		return fill(coll, s.targets)
+	}
+	return nil
 }
 
 // attach attaches the capture program with the backend.
@@ -391,11 +476,11 @@ func (s *Session) attach(ctx context.Context, progress backend.Progress) error {
 	return nil
 }
 
-// arm lets the capture program trace calls and readies their decoding.
-func (s *Session) arm(cat *kernel.Catalogue, cfg Config) error {
+// ready readies the decoding of the calls.
+func (s *Session) ready(cat *kernel.Catalogue, cfg Config) {
 	sym := cat.Symbolizer()
 	// A catalogue of some functions reads every symbol at the first
-	// address decoded: start now, while the first calls come.
+	// address decoded: start now, before the first calls come.
 	go sym.Prepare()
 	s.decoder = event.NewDecoder(s.plans, cfg.Values, sym)
 	s.decoder.Show(s.show.blocks)
@@ -403,8 +488,10 @@ func (s *Session) arm(cat *kernel.Catalogue, cfg Config) error {
 		s.stacks = &stackFrames{m: s.capture.Collection.Maps[bpf.CaptureMapStacks], sym: sym, cache: map[uint32][]string{},
 			trampoline: s.Backend.Family == plan.Trampoline, started: map[startKey][]string{}}
 	}
-	// Last: once armed, every traced call runs the whole program, which
-	// slows down the kernel functions the rest of this step would call.
+}
+
+// arm lets the capture program trace calls.
+func (s *Session) arm() error {
 	if err := s.setArmed(bpf.CaptureArmStateARM_ON); err != nil {
 		return fmt.Errorf("arm the capture program: %w", err)
 	}
