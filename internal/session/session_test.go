@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 
+	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/selector"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 	"github.com/trawl-dev/trawl/render"
 )
@@ -122,5 +125,28 @@ func TestHistogramLayout(t *testing.T) {
 	}
 	if n := len(bpf.CaptureFuncStats{}.Hist); n != int(bpf.CaptureHistLayoutHIST_BUCKETS) {
 		t.Errorf("func_stats has %d buckets, HIST_BUCKETS is %d", n, bpf.CaptureHistLayoutHIST_BUCKETS)
+	}
+}
+
+// TestMostTargets checks the bound the maps are sized by before planning:
+// every selected function for the kprobe backends, those with a BTF
+// prototype for trampolines, and at least one.
+func TestMostTargets(t *testing.T) {
+	sel := selection(3, 1)
+	proto := &btf.Func{Name: "g", Type: &btf.FuncProto{Return: &btf.Void{}}}
+	sel.Selected = append(sel.Selected, kernel.FunctionOf(proto), kernel.FunctionOf(proto))
+	for _, c := range []struct {
+		backend *backend.Backend
+		sel     *selector.Selection
+		want    int
+	}{
+		{backend.KprobeMulti, sel, 6},
+		{backend.TracingMulti, sel, 2},
+		{backend.Fentry, selection(2, 0), 1},
+	} {
+		s := &Session{Selection: c.sel, Backend: c.backend}
+		if got := s.mostTargets(); got != c.want {
+			t.Errorf("%s, %d selected: %d targets at most, want %d", c.backend.Name, len(c.sel.Selected), got, c.want)
+		}
 	}
 }
