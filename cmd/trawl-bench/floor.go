@@ -140,6 +140,7 @@ func floorOnce(b string, sel []*kernel.Function, skipped map[string][]string) (f
 	start = time.Now()
 	err = closeAll(closers)
 	r.close = time.Since(start)
+	fmt.Fprintf(os.Stderr, "trawl-bench: %s floor: closed in %s\n", b, round(r.close))
 	return r, err
 }
 
@@ -200,7 +201,7 @@ func benchFloor(ctx context.Context, cat *kernel.Catalogue, b string, r attachRe
 				row.err = err
 				return row
 			}
-			fmt.Fprintf(os.Stderr, "trawl-bench: %s N=all again: open %s (%s)\n", b, round(again.open), again.steps)
+			fmt.Fprintf(os.Stderr, "trawl-bench: %s N=all again: open %s (%s), close %s\n", b, round(again.open), again.steps, round(again.close))
 			if again.open < row.trawl.open {
 				row.trawl = again
 			}
