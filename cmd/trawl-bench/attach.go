@@ -127,7 +127,7 @@ func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns [
 	}
 	r.steps = steps.take()
 	r.peakRSS = -1
-	if rss, err := peakRSS(); err == nil && rssErr == nil {
+	if rss, err := peakRSS("self"); err == nil && rssErr == nil {
 		r.peakRSS = rss
 	}
 	r.kernelMem = -1
@@ -267,9 +267,10 @@ func resetPeakRSS() error {
 	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 }
 
-// peakRSS returns the process's peak resident memory (VmHWM) in bytes.
-func peakRSS() (int64, error) {
-	status, err := os.ReadFile("/proc/self/status")
+// peakRSS returns the peak resident memory (VmHWM) of process pid
+// ("self": this one), in bytes.
+func peakRSS(pid string) (int64, error) {
+	status, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		return 0, err
 	}
@@ -282,7 +283,7 @@ func peakRSS() (int64, error) {
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/self/status")
+	return 0, fmt.Errorf("no VmHWM in /proc/%s/status", pid)
 }
 
 // startCPUProfile starts profiling the CPU into prefix-cpu.pprof, and

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -279,6 +280,10 @@ func trawlCommandOnce(ctx context.Context, command, backend string, fns []string
 		line := lines.Text()
 		if r.open == 0 && strings.HasPrefix(line, "trawl: tracing ") {
 			r.open = time.Since(start)
+			r.peakRSS = -1
+			if rss, err := peakRSS(strconv.Itoa(c.Process.Pid)); err == nil {
+				r.peakRSS = rss
+			}
 			if _, err := fmt.Sscanf(line, "trawl: tracing %d functions with %s", &r.attached, &used); err != nil {
 				return r, "", fmt.Errorf("trawl's tracing line: %q: %w", line, err)
 			}

@@ -162,20 +162,21 @@ func printFloor(rows []floorRow) {
 		return
 	}
 	fmt.Printf("### Attach against the kernel's floor\n\n")
-	fmt.Printf("For \"all\" above, on the backends that attach every function with one link: the same links (kretprobe.multi + kprobe.multi, kprobe.session, fsession.multi) created right after for empty programs (`return 0`, no cookies) on the addresses or BTF ids trawl attached (the selection less what trawl skipped), timed from loading the programs to the last link. trawl open is trawl.Open in this process, which holds the catalogue and the BTF types earlier runs decoded (an embedder's later sessions). trawl command is `trawl --backend B --debug '*'` run as a fresh process, from its start until it says it is tracing: what a user waits for, the catalogue's load and the decoding of BTF included. With more than one round (`-floor-rounds`), trawl, the command and the floor take turns and the shortest time of each counts. Ratios: over the floor's open, target at most 1.2. Steps: where the time went (the steps `trawl --debug` logs).\n\n")
-	fmt.Println("| backend | rounds | functions (trawl) | functions (floor) | trawl open | trawl command | floor open | ratio (open) | ratio (command) | trawl close | floor close | trawl kernel memory | floor kernel memory | trawl steps | command steps |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("For \"all\" above, on the backends that attach every function with one link: the same links (kretprobe.multi + kprobe.multi, kprobe.session, fsession.multi) created right after for empty programs (`return 0`, no cookies) on the addresses or BTF ids trawl attached (the selection less what trawl skipped), timed from loading the programs to the last link. trawl open is trawl.Open in this process, which holds the catalogue and the BTF types earlier runs decoded (an embedder's later sessions). trawl command is `trawl --backend B --debug '*'` run as a fresh process, from its start until it says it is tracing: what a user waits for, the catalogue's load and the decoding of BTF included; its peak RSS is the command's peak resident memory (VmHWM) when it says so. With more than one round (`-floor-rounds`), trawl, the command and the floor take turns and the shortest time of each counts. Ratios: over the floor's open, target at most 1.2. Steps: where the time went (the steps `trawl --debug` logs).\n\n")
+	fmt.Println("| backend | rounds | functions (trawl) | functions (floor) | trawl open | trawl command | floor open | ratio (open) | ratio (command) | command peak RSS | trawl close | floor close | trawl kernel memory | floor kernel memory | trawl steps | command steps |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		if r.err != nil {
-			fmt.Printf("| %s | %d | %d | | %s | | error: %s | | | | | | | | |\n", r.backend, r.rounds, r.trawl.attached, round(r.trawl.open), oneLine(r.err))
+			fmt.Printf("| %s | %d | %d | | %s | | error: %s | | | | | | | | | |\n", r.backend, r.rounds, r.trawl.attached, round(r.trawl.open), oneLine(r.err))
 			continue
 		}
-		command, commandRatio := "not run (no trawl command)", ""
+		command, commandRatio, commandRSS := "not run (no trawl command)", "", ""
 		if r.command.open > 0 {
 			command, commandRatio = round(r.command.open).String(), fmt.Sprintf("%.2f", r.command.open.Seconds()/r.floor.open.Seconds())
+			commandRSS = megabytes(r.command.peakRSS)
 		}
-		fmt.Printf("| %s | %d | %d | %d | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", r.backend, r.rounds, r.trawl.attached, r.floor.funcs,
-			round(r.trawl.open), command, round(r.floor.open), r.trawl.open.Seconds()/r.floor.open.Seconds(), commandRatio,
+		fmt.Printf("| %s | %d | %d | %d | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.backend, r.rounds, r.trawl.attached, r.floor.funcs,
+			round(r.trawl.open), command, round(r.floor.open), r.trawl.open.Seconds()/r.floor.open.Seconds(), commandRatio, commandRSS,
 			round(r.trawl.close), round(r.floor.close), megabytes(r.trawl.kernelMem), megabytes(r.floor.kernelMem), r.trawl.steps, r.command.steps)
 	}
 	fmt.Println()
