@@ -170,26 +170,26 @@ func Open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe Probe) (
 // function (--filter, --show, --track), which needs the plans first. Its
 // maps are then sized for the most targets planning can keep.
 func (s *Session) planAndLoad(cat *kernel.Catalogue, cfg Config) error {
+	var spec *ebpf.CollectionSpec
+	prepare := func(n int, coded []backend.Target) error {
+		return timed("prepare", func() (err error) {
+			spec, err = s.prepare(cat, cfg, n, coded)
+			return err
+		})
+	}
 	if s.flt.expr != nil || len(s.show.exprs) > 0 || s.track != nil {
 		if err := timed("plan", func() error { return s.plan(cfg) }); err != nil {
 			return err
 		}
-		return timed("load", func() error {
-			spec, err := s.prepare(cat, cfg, len(s.targets), s.targets)
-			if err != nil {
-				return err
-			}
-			return s.load(spec, cfg)
-		})
+		if err := prepare(len(s.targets), s.targets); err != nil {
+			return err
+		}
+		return timed("load", func() error { return s.load(spec, cfg) })
 	}
 	// Readying the program reads the catalogue's BTF (its relocations),
 	// which planning decodes: not at once, as cilium/ebpf v0.22 decodes a
 	// module's types into those of vmlinux without holding their lock.
-	var spec *ebpf.CollectionSpec
-	if err := timed("prepare", func() (err error) {
-		spec, err = s.prepare(cat, cfg, s.mostTargets(), nil)
-		return err
-	}); err != nil {
+	if err := prepare(s.mostTargets(), nil); err != nil {
 		return err
 	}
 	var planErr error
