@@ -49,12 +49,15 @@ func main() {
 }
 
 // memoryLimit is the Go runtime's soft memory limit (GOMEMLIMIT overrides
-// it). Attaching every function holds about 90 MB of plans and types at
-// once, and by default the heap grows to twice its live size before the
-// collector runs: 200-205 MB of peak resident memory with arm64-7.3's
-// 54,000 functions. Near the limit the collector runs more often; below
-// it nothing changes.
-const memoryLimit = 160 << 20
+// it). Attaching every function holds 85-105 MB of catalogue, plans and
+// types at once, and by default the heap grows to twice its live size
+// before the collector runs. The process's resident memory is this plus
+// what the Go runtime does not count: the ring buffer, mapped twice
+// (32 MB at the default size), and the binary's pages (about 16 MB). At
+// 160 MB, arm64-7.3's 54,000 functions peaked at 206-214 MB; at 128 MB
+// at 182-184 MB, with no slower start. Near the limit the collector runs
+// more often; below it nothing changes.
+const memoryLimit = 128 << 20
 
 // run runs the trawl command line args (without the program name).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

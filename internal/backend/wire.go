@@ -110,10 +110,10 @@ func Wire(p *plan.Plan, arch plan.Arch) (bpf.CapturePlan, error) {
 		loc := a.Kprobe[arch]
 		for s := 0; s < a.NumSlots && a.Slot+s < MaxSlots; s++ {
 			if loc.Kind == plan.OnStack {
-				w.Src[a.Slot+s] = srcStack | uint16(loc.Offset+8*s)
+				w.Src[a.Slot+s] = srcStack | uint16(int(loc.Offset)+8*s)
 				continue
 			}
-			w.Src[a.Slot+s] = uint16(loc.Reg + s)
+			w.Src[a.Slot+s] = uint16(int(loc.Reg) + s)
 		}
 	}
 	if inOrder(w, arch) {

@@ -36,12 +36,12 @@ func placeAMD64(args []Arg, ret Ret) {
 		a := &args[i]
 		need := (a.Size + 7) / 8
 		if need <= 2 && reg+need <= amd64ArgRegs {
-			a.Kprobe[AMD64] = Loc{Kind: InReg, Reg: reg}
+			a.Kprobe[AMD64] = Loc{Kind: InReg, Reg: int8(reg)}
 			reg += need
 			continue
 		}
 		stack = alignUp(stack, max(8, alignment(a.Type)))
-		a.Kprobe[AMD64] = Loc{Kind: OnStack, Offset: stack}
+		a.Kprobe[AMD64] = Loc{Kind: OnStack, Offset: int32(stack)}
 		stack += alignUp(a.Size, 8)
 	}
 }

@@ -63,20 +63,22 @@ const (
 	OnStack                // at Offset bytes from the stack pointer at entry
 )
 
-// Loc is where a kprobe finds an argument at function entry.
+// Loc is where a kprobe finds an argument at function entry. Every plan
+// holds one per argument and architecture, so its fields are as small as
+// their values: 8 bytes, not 32.
 type Loc struct {
 	Kind LocKind
 	// Reg indexes the architecture's argument registers: rdi, rsi, rdx,
 	// rcx, r8, r9 on x86-64; x0-x7 on arm64. A value of two slots takes
 	// Reg and Reg+1.
-	Reg int
-	// Offset is the byte offset from the stack pointer at function entry
-	// when Kind is OnStack. On x86-64 the first stack argument is at 8
-	// (the return address is at 0); on arm64 at 0.
-	Offset int
+	Reg int8
 	// Indirect means the location holds the address of the value rather
 	// than the value: arm64 passes structs over 16 bytes that way.
 	Indirect bool
+	// Offset is the byte offset from the stack pointer at function entry
+	// when Kind is OnStack. On x86-64 the first stack argument is at 8
+	// (the return address is at 0); on arm64 at 0.
+	Offset int32
 }
 
 func (l Loc) String() string {

@@ -41,13 +41,13 @@ func placeARM64(args []Arg) {
 			reg++
 		}
 		if reg+need <= arm64ArgRegs {
-			a.Kprobe[ARM64] = Loc{Kind: InReg, Reg: reg, Indirect: indirect}
+			a.Kprobe[ARM64] = Loc{Kind: InReg, Reg: int8(reg), Indirect: indirect}
 			reg += need
 			continue
 		}
 		reg = arm64ArgRegs
 		stack = alignUp(stack, align)
-		a.Kprobe[ARM64] = Loc{Kind: OnStack, Offset: stack, Indirect: indirect}
+		a.Kprobe[ARM64] = Loc{Kind: OnStack, Offset: int32(stack), Indirect: indirect}
 		stack += alignUp(size, 8)
 	}
 }

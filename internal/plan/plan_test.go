@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/cilium/ebpf/btf"
 	"github.com/trawl-dev/trawl/internal/kernel"
@@ -87,8 +88,8 @@ func TestBudgets(t *testing.T) {
 	}
 }
 
-func reg(n int) Loc      { return Loc{Kind: InReg, Reg: n} }
-func stack(off int) Loc  { return Loc{Kind: OnStack, Offset: off} }
+func reg(n int) Loc      { return Loc{Kind: InReg, Reg: int8(n)} }
+func stack(off int) Loc  { return Loc{Kind: OnStack, Offset: int32(off)} }
 func indirect(l Loc) Loc { l.Indirect = true; return l }
 
 func TestLocations(t *testing.T) {
@@ -193,5 +194,16 @@ func TestRawPlan(t *testing.T) {
 	p := mustPlan(t, &kernel.Function{Name: "g.isra.0", Traceable: true, Copies: 1})
 	if p.NumSlots != 0 || p.Args != nil || p.Ret.Class != Void {
 		t.Errorf("raw plan has slots %d, args %v, return %s", p.NumSlots, p.Args, p.Ret.Class)
+	}
+}
+
+// TestSizes keeps the per-argument records small: a plan of every
+// function holds about 150,000 of them.
+func TestSizes(t *testing.T) {
+	if n := unsafe.Sizeof(Loc{}); n > 8 {
+		t.Errorf("Loc is %d bytes, want at most 8", n)
+	}
+	if n := unsafe.Sizeof(Arg{}); n > 96 {
+		t.Errorf("Arg is %d bytes, want at most 96", n)
 	}
 }

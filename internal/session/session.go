@@ -454,6 +454,7 @@ func (s *Session) fill() error {
 	if _, err := coll.Maps[bpf.CaptureMapPlans].BatchUpdate(ids, s.layouts, nil); err != nil {
 		return fmt.Errorf("store the capture layouts: %w", err)
 	}
+	s.layouts = nil // 8 MB with every function, and the kernel has them now
 	if fill := s.Backend.Fill; fill != nil {
 		return fill(coll, s.targets)
 	}
@@ -464,6 +465,7 @@ func (s *Session) fill() error {
 func (s *Session) attach(ctx context.Context, progress backend.Progress) error {
 	var err error
 	s.attached, err = s.Backend.Attach(ctx, s.capture, s.targets, progress)
+	s.targets = nil // the plans stay in s.plans; their code is in the kernel
 	if err != nil {
 		return err
 	}
