@@ -128,8 +128,8 @@ type Session struct {
 // Two pairs of steps run side by side, each on its own CPU where there
 // are two: planning and loading (see planAndLoad), then attaching, mostly
 // kernel work for the backends that attach every function at once, and
-// readying the decoding of the calls, which the program, attached
-// unarmed, does not send yet.
+// filling the program's maps and readying the decoding of the calls,
+// which the program, attached unarmed, neither reads nor sends yet.
 func Open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe Probe) (_ *Session, err error) {
 	if n := cat.Notice(); n != "" {
 		cfg.Notify(n)
@@ -146,14 +146,18 @@ func Open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe Probe) (
 	if err := s.planAndLoad(cat, cfg); err != nil {
 		return nil, err
 	}
-	if err := timed("fill", s.fill); err != nil {
-		return nil, err
-	}
+	// The program, attached unarmed, reads neither the layouts nor the
+	// decoding's state before arm: both are readied while it attaches.
 	var ready sync.WaitGroup
-	ready.Go(func() { s.ready(cat, cfg) })
+	var fillErr error
+	ready.Go(func() {
+		fillErr = timed("fill", s.fill)
+		s.ready(cat, cfg)
+	})
 	err = timed("attach", func() error { return s.attach(ctx, cfg.Progress) })
 	ready.Wait()
-	if err != nil {
+	s.targets = nil // the plans stay in s.plans; their code is in the kernel
+	if err = cmp.Or(err, fillErr); err != nil {
 		if s.attached != nil {
 			return s, err
 		}
@@ -274,6 +278,8 @@ func (s *Session) plan(cfg Config) error {
 		return err
 	}
 	sel := s.Selection
+	s.targets = make([]backend.Target, 0, len(sel.Selected))
+	s.plans = make([]*plan.Plan, 0, len(sel.Selected))
 	for _, fn := range sel.Selected {
 		p, err := plan.New(fn, cfg.Budgets)
 		if err == nil {
@@ -465,7 +471,6 @@ func (s *Session) fill() error {
 func (s *Session) attach(ctx context.Context, progress backend.Progress) error {
 	var err error
 	s.attached, err = s.Backend.Attach(ctx, s.capture, s.targets, progress)
-	s.targets = nil // the plans stay in s.plans; their code is in the kernel
 	if err != nil {
 		return err
 	}
