@@ -55,8 +55,9 @@ func main() {
 // what the Go runtime does not count: the ring buffer, mapped twice
 // (32 MB at the default size), and the binary's pages (about 16 MB). At
 // 160 MB, arm64-7.3's 54,000 functions peaked at 206-214 MB; at 128 MB
-// at 182-184 MB, with no slower start. Near the limit the collector runs
-// more often; below it nothing changes.
+// at 184-191 MB, for 0.2-0.3 s more planning on one CPU (amd64-7.3 under
+// emulation). Near the limit the collector runs more often; below it
+// nothing changes.
 const memoryLimit = 128 << 20
 
 // run runs the trawl command line args (without the program name).
