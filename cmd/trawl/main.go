@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -59,6 +60,32 @@ func main() {
 // emulation). Near the limit the collector runs more often; below it
 // nothing changes.
 const memoryLimit = 128 << 20
+
+// keepHeapRoom raises the soft memory limit main set, once a trace is
+// open, if the heap it holds leaves too little of the limit free (see
+// roomForHeap). A limit set with GOMEMLIMIT is left alone.
+func keepHeapRoom() {
+	if debug.SetMemoryLimit(-1) != memoryLimit {
+		return
+	}
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	if live[0].Value.Kind() != metrics.KindUint64 {
+		return
+	}
+	limit := roomForHeap(int64(live[0].Value.Uint64()))
+	if limit > memoryLimit {
+		debug.SetMemoryLimit(limit)
+	}
+	slog.Debug("soft memory limit", "live_heap_mb", live[0].Value.Uint64()>>20, "limit_mb", limit>>20)
+}
+
+// roomForHeap returns the soft memory limit for a trace whose live heap
+// is live bytes: memoryLimit, or a quarter more than the heap where that
+// is more (more functions than memoryLimit was sized for, as on a kernel
+// with many modules loaded). With less room the collector would run
+// almost without pause, taking up to half the CPU from reading the calls.
+func roomForHeap(live int64) int64 { return max(memoryLimit, live+live/4) }
 
 // run runs the trawl command line args (without the program name).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

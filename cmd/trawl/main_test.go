@@ -116,3 +116,20 @@ func TestListReaderGone(t *testing.T) {
 		t.Errorf("error %v, stderr:\n%s", err, errOut.String())
 	}
 }
+
+// TestRoomForHeap checks that a trace whose heap outgrows the default
+// soft memory limit gets a quarter of room above it, and that one within
+// it keeps the default.
+func TestRoomForHeap(t *testing.T) {
+	for _, tc := range []struct{ live, want int64 }{
+		{0, memoryLimit},
+		{90 << 20, memoryLimit},  // every function of arm64-7.3
+		{102 << 20, memoryLimit}, // a quarter of room left
+		{120 << 20, 150 << 20},   // more than the default was sized for
+		{400 << 20, 500 << 20},
+	} {
+		if got := roomForHeap(tc.live); got != tc.want {
+			t.Errorf("roomForHeap(%d MiB) = %d MiB, want %d MiB", tc.live>>20, got>>20, tc.want>>20)
+		}
+	}
+}

@@ -416,6 +416,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	if err != nil {
 		return err
 	}
+	keepHeapRoom()
 	st, _ := s.Stats()
 	fmt.Fprintf(notices, "trawl: tracing %d functions with %s", st.Attached, s.Backend)
 	if len(st.Skipped) > 0 {
