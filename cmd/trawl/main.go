@@ -68,16 +68,17 @@ func keepHeapRoom() {
 	if debug.SetMemoryLimit(-1) != memoryLimit {
 		return
 	}
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(live)
-	if live[0].Value.Kind() != metrics.KindUint64 {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
 		return
 	}
-	limit := roomForHeap(int64(live[0].Value.Uint64()))
+	live := int64(sample[0].Value.Uint64())
+	limit := roomForHeap(live)
 	if limit > memoryLimit {
 		debug.SetMemoryLimit(limit)
 	}
-	slog.Debug("soft memory limit", "live_heap_mb", live[0].Value.Uint64()>>20, "limit_mb", limit>>20)
+	slog.Debug("soft memory limit", "live_heap_mb", live>>20, "limit_mb", limit>>20)
 }
 
 // roomForHeap returns the soft memory limit for a trace whose live heap
