@@ -420,3 +420,77 @@ func TestModuleFunction(t *testing.T) {
 		})
 	}
 }
+
+// TestLeftOutBeforePlanning traces, with the backends that attach every
+// selected function while they are planned, an int function and a void
+// one that --errors leaves out: the void one is in the links, but its
+// calls are neither sent, nor counted, nor taken for exits without their
+// entry, and it is counted as skipped, not attached.
+func TestLeftOutBeforePlanning(t *testing.T) {
+	guest.Require(t)
+	cat, _ := knownPatterns(t)
+	void := ""
+	for _, fn := range []string{"sk_skb_reason_drop", "kfree_skb_reason"} {
+		if len(cat.Lookup(fn)) > 0 {
+			void = fn
+			break
+		}
+	}
+	if void == "" {
+		t.Skipf("kernel %s has neither sk_skb_reason_drop nor kfree_skb_reason", guest.Kernel())
+	}
+	for _, backend := range []string{trawl.BackendKprobeSession, trawl.BackendKprobeMulti} {
+		for _, aggregate := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/aggregate=%v", backend, aggregate), func(t *testing.T) {
+				cfg := trawl.Config{Patterns: []string{"vfs_getxattr", void}, Backend: backend, Errors: true, Aggregate: aggregate}
+				s, err := trawl.Open(t.Context(), cfg)
+				if errors.Is(err, ebpf.ErrNotSupported) {
+					t.Skipf("kernel %s: %v", guest.Kernel(), err)
+				}
+				if err != nil {
+					t.Fatalf("open: %v", err)
+				}
+				defer s.Close()
+				for range 50 {
+					workload(t)
+				}
+				var got map[string]int
+				if aggregate {
+					got = map[string]int{}
+					fs, err := s.FunctionStats()
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, f := range fs {
+						got[f.Func] = int(f.Calls)
+					}
+				} else {
+					got = map[string]int{}
+					for fn, calls := range readCalls(t, s, 2*time.Second) {
+						got[fn] = len(calls)
+					}
+				}
+				st, err := s.Stats()
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("calls by function %v; stats %+v", got, st)
+				if got["vfs_getxattr"] < 50 {
+					t.Errorf("%d calls of vfs_getxattr, want at least 50", got["vfs_getxattr"])
+				}
+				if got[void] != 0 || len(got) != 1 {
+					t.Errorf("calls of functions other than vfs_getxattr: %v", got)
+				}
+				if st.Attached != 1 {
+					t.Errorf("%d functions attached, want 1 (vfs_getxattr)", st.Attached)
+				}
+				if n := st.Skipped.Count(); n != 1 {
+					t.Errorf("%d functions skipped, want 1 (%s): %v", n, void, st.Skipped)
+				}
+				if st.MissEntry != 0 || st.CookieLookups != 0 {
+					t.Errorf("%d exits without their entry, %d cookie lookups: want none", st.MissEntry, st.CookieLookups)
+				}
+			})
+		}
+	}
+}

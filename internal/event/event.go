@@ -70,7 +70,7 @@ func Parse(raw []byte) (Record, error) {
 type Decoder struct {
 	plans []*plan.Plan
 	dec   *decode.Decoder
-	// caps holds, per plan, its captures in order.
+	// caps holds, per plan, its captures in order (capsOf).
 	caps [][]backend.MemCapture
 	// data is the memory captured behind each argument of the current
 	// record, nil where none was.
@@ -93,7 +93,7 @@ const rawArgs = 6
 const maxComms = 4096
 
 // NewDecoder decodes records of the given plans (indexed by the record's
-// function ID).
+// function ID; nil for an ID no record has: a function left out).
 func NewDecoder(plans []*plan.Plan, opts decode.Options, sym decode.Symbolizer) *Decoder {
 	d := &Decoder{
 		plans: plans,
@@ -103,18 +103,24 @@ func NewDecoder(plans []*plan.Plan, opts decode.Options, sym decode.Symbolizer) 
 	}
 	d.pointees = map[*byte]decode.Pointee{}
 	d.dec.Pointees(d.pointees)
-	for i, p := range plans {
-		d.caps[i] = backend.Captures(p)
-		if len(p.Args) > len(d.data) {
-			d.data = make([][]byte, len(p.Args))
+	return d
+}
+
+// capsOf returns the captures of plan id in order, worked out at its
+// first record: a session of every function decodes calls of few.
+func (d *Decoder) capsOf(id uint32) []backend.MemCapture {
+	if d.caps[id] == nil {
+		d.caps[id] = backend.Captures(d.plans[id])
+		if d.caps[id] == nil {
+			d.caps[id] = []backend.MemCapture{} // none, and known
 		}
 	}
-	return d
+	return d.caps[id]
 }
 
 // Call decodes r into c, reusing c's argument slice.
 func (d *Decoder) Call(r *Record, c *render.Call) error {
-	if int(r.Func) >= len(d.plans) {
+	if int(r.Func) >= len(d.plans) || d.plans[r.Func] == nil {
 		return fmt.Errorf("record for unknown function %d", r.Func)
 	}
 	p := d.plans[r.Func]
@@ -157,10 +163,13 @@ func (d *Decoder) Call(r *Record, c *render.Call) error {
 }
 
 func (d *Decoder) args(r *Record, p *plan.Plan, out []render.Value) []render.Value {
+	if len(p.Args) > len(d.data) {
+		d.data = make([][]byte, len(p.Args))
+	}
 	data := d.data[:len(p.Args)]
 	clear(data)
 	off := 0
-	for i, c := range d.caps[r.Func] {
+	for i, c := range d.capsOf(r.Func) {
 		n := int(r.CapLen[i])
 		if off+n > len(r.Data) {
 			break
@@ -205,7 +214,7 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []render.Value) []render.Val
 // sk_buff arguments are (Plan.Packets).
 func (d *Decoder) deep(r *Record, p *plan.Plan) {
 	clear(d.pointees)
-	caps := d.caps[r.Func]
+	caps := d.capsOf(r.Func)
 	d.bytes = d.bytes[:0]
 	off := 0
 	for i := range caps {
@@ -256,7 +265,7 @@ func (d *Decoder) show(r *Record, out []render.Value) []render.Value {
 	}
 	b := d.shows[r.Func]
 	off := 0
-	for i := range d.caps[r.Func] {
+	for i := range d.capsOf(r.Func) {
 		off += int(r.CapLen[i])
 	}
 	if len(r.Data)-off < b.Size {

@@ -59,7 +59,10 @@ func (s *Session) eachCounted(buf []byte, each func(id int, calls uint64, buf []
 	}
 	word := make([]byte, 8)
 	size := int64(len(buf))
-	for id := range s.plans {
+	for id, p := range s.plans {
+		if p == nil {
+			continue // left out, so never counted
+		}
 		// An array's elements are value-sized (a multiple of 8) and in
 		// order; the kernel's atomic adds make each word consistent.
 		if _, err := counts.ReadAt(word, int64(id)*8); err != nil {
