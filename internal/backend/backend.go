@@ -21,7 +21,6 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
-	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/plan"
 	"github.com/trawl-dev/trawl/internal/skip"
 )
@@ -31,10 +30,7 @@ import (
 // function's compiled --filter expression (see internal/filter), nil
 // without one; SpliceFilter puts it into a program.
 type Target struct {
-	ID   uint32
-	Func *kernel.Function
-	// Plan is Func's capture plan; nil for the targets of a backend that
-	// attaches before planning (Backend.BeforePlanning).
+	ID     uint32
 	Plan   *plan.Plan
 	Filter asm.Instructions
 	// Show is the function's compiled --show expressions, nil without
@@ -74,10 +70,7 @@ type Attachment struct {
 	// kprobe backends addresses.
 	Skipped skip.Reasons
 	// skipped is the number of functions skipped.
-	skipped int
-	// in says, per target, whether it was attached, for the backends
-	// that attach before planning (Backend.BeforePlanning).
-	in       []bool
+	skipped  int
 	total    int
 	progress Progress
 }
@@ -129,16 +122,10 @@ func (a *Attachment) skipFunc(reason, fn string) {
 }
 
 // count counts functions attached and skipped whose links went in with
-// add and whose skips with skip; in are the indices of the targets
-// attached, noted for AttachedTarget where a.in was made for them.
-func (a *Attachment) count(attached, skipped int, in ...int) {
+// add and whose skips with skip.
+func (a *Attachment) count(attached, skipped int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.in != nil {
-		for _, i := range in {
-			a.in[i] = true
-		}
-	}
 	a.countLocked(attached, skipped)
 }
 
@@ -148,14 +135,6 @@ func (a *Attachment) countLocked(attached, skipped int) {
 	if a.progress != nil {
 		a.progress(a.Attached, a.skipped, a.total)
 	}
-}
-
-// AttachedTarget says whether targets[i] of a backend that attaches
-// before planning was attached.
-func (a *Attachment) AttachedTarget(i int) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return i < len(a.in) && a.in[i]
 }
 
 // RecursionMisses returns, per capture program, how often the kernel

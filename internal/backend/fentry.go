@@ -198,7 +198,7 @@ func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*
 	for i, kind := range ld.kinds {
 		names[i] = kind.prog
 	}
-	prepare := func(ps *ebpf.ProgramSpec) { ps.AttachTo = t.Func.Name }
+	prepare := func(ps *ebpf.ProgramSpec) { ps.AttachTo = t.Plan.Func.Name }
 	return attachOne(a, spec, maps, ld, t, names, prepare, func(i int, prog *ebpf.Program) (link.Link, error) {
 		var cookie uint64
 		if ld.kinds[i].cookie {
@@ -215,7 +215,7 @@ func attachFentryOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*
 // for it is closed.
 func attachOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, ld *fentryLoader, t Target,
 	names []string, prepare func(*ebpf.ProgramSpec), attach func(i int, prog *ebpf.Program) (link.Link, error)) error {
-	fn := t.Func
+	fn := t.Plan.Func
 	var links []link.Link
 	var progs []program
 	fail := func(err error) error {

@@ -52,7 +52,7 @@ func attachFsession(ctx context.Context, c Capture, targets []Target, progress P
 	var mods moduleBTFs
 	defer mods.close()
 	return attachEach(ctx, targets, fsessionCost, progress, func(a *Attachment, t Target) error {
-		fn := t.Func
+		fn := t.Plan.Func
 		obj, err := mods.handle(fn.Module)
 		if err != nil {
 			a.skipFunc(err.Error(), fn.Name)

@@ -68,7 +68,7 @@ func AddressBits(fns []*kernel.Function) uint32 {
 func NewAddressTable(targets []Target, bits uint32) AddressTable {
 	t := AddressTable{Bits: bits, entries: make([]bpf.CaptureIpFunc, 1<<bits)}
 	for _, tg := range targets {
-		for _, addr := range tg.Func.Addrs {
+		for _, addr := range tg.Plan.Func.Addrs {
 			t.place(addr, tg.ID)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/plan"
 )
 
 // find searches the table as func_at in capture.c does.
@@ -45,7 +46,7 @@ func textTargets(r *rand.Rand, n int) []Target {
 		if i == n-1 {
 			fn.Addrs = append(fn.Addrs, addr())
 		}
-		ts = append(ts, Target{ID: uint32(i), Func: fn})
+		ts = append(ts, Target{ID: uint32(i), Plan: &plan.Plan{Func: fn}})
 	}
 	return ts
 }
@@ -57,7 +58,7 @@ func TestAddressTable(t *testing.T) {
 		tbl := NewAddressTable(targets, AddressBits(funcsOf(targets)))
 		addrs := 0
 		for _, tg := range targets {
-			for _, a := range tg.Func.Addrs {
+			for _, a := range tg.Plan.Func.Addrs {
 				addrs++
 				id, ok := tbl.find(a)
 				if !ok || id != tg.ID {
@@ -78,7 +79,7 @@ func TestAddressTable(t *testing.T) {
 func funcsOf(targets []Target) []*kernel.Function {
 	fns := make([]*kernel.Function, len(targets))
 	for i, t := range targets {
-		fns[i] = t.Func
+		fns[i] = t.Plan.Func
 	}
 	return fns
 }
@@ -100,7 +101,7 @@ func TestAddressTableSubset(t *testing.T) {
 		}
 		tbl := NewAddressTable(targets, bits)
 		for _, tg := range targets {
-			for _, a := range tg.Func.Addrs {
+			for _, a := range tg.Plan.Func.Addrs {
 				if id, ok := tbl.find(a); !ok || id != tg.ID {
 					t.Fatalf("keep %.2f: address %#x found as %d, %v; want %d", keep, a, id, ok, tg.ID)
 				}

@@ -58,7 +58,7 @@ func attachKprobe(ctx context.Context, c Capture, targets []Target, progress Pro
 // attachKprobeOne loads the kretprobe and kprobe programs for t, with its
 // plan index, capture count and filter spliced in, and attaches them by its name.
 func attachKprobeOne(a *Attachment, spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map, ld *fentryLoader, t Target) error {
-	fn := t.Func
+	fn := t.Plan.Func
 	if fn.Copies > 1 {
 		// The kernel finds a kprobe's symbol with kallsyms_lookup_name,
 		// and a kretprobe must be at a symbol's entry.

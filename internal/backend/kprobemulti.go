@@ -41,14 +41,13 @@ const maxBatch = 1 << 20
 // found and skipped; ENOMEM, seen on 6.7-6.11 for large batches, also
 // halves it.
 var KprobeMulti = register(&Backend{
-	Name:           "kprobe-multi",
-	Needs:          features.KprobeMulti,
-	Family:         plan.Kprobe,
-	Keeps:          []string{bpf.CaptureProgKprobeCapture, bpf.CaptureProgKretprobeCapture},
-	Prepare:        sizeAddresses,
-	Fill:           fillAddresses,
-	Attach:         attachKprobeMulti,
-	BeforePlanning: true,
+	Name:    "kprobe-multi",
+	Needs:   features.KprobeMulti,
+	Family:  plan.Kprobe,
+	Keeps:   []string{bpf.CaptureProgKprobeCapture, bpf.CaptureProgKretprobeCapture},
+	Prepare: sizeAddresses,
+	Fill:    fillAddresses,
+	Attach:  attachKprobeMulti,
 })
 
 func attachKprobeMulti(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
@@ -85,9 +84,8 @@ var KprobeSession = register(&Backend{
 		}
 		return sizeAddresses(spec, fns)
 	},
-	Fill:           fillAddresses,
-	Attach:         attachKprobeSession,
-	BeforePlanning: true,
+	Fill:   fillAddresses,
+	Attach: attachKprobeSession,
 })
 
 func attachKprobeSession(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
@@ -112,18 +110,17 @@ func attachByAddress(ctx context.Context, a *Attachment, what string, targets []
 	var cookies []uint64
 	var owner []int // target index of each address
 	for i, t := range targets {
-		if len(t.Func.Addrs) == 0 {
-			a.skipFunc("no address in kallsyms", t.Func.Name)
+		if len(t.Plan.Func.Addrs) == 0 {
+			a.skipFunc("no address in kallsyms", t.Plan.Func.Name)
 			continue
 		}
-		for _, addr := range t.Func.Addrs {
+		for _, addr := range t.Plan.Func.Addrs {
 			addrs = append(addrs, uintptr(addr))
 			cookies = append(cookies, uint64(t.ID))
 			owner = append(owner, i)
 		}
 	}
 	b := newBatcher(a, what, owner, len(targets))
-	a.in = make([]bool, len(targets)) // the batcher's functions are the targets
 	b.attach = func(lo, hi int) ([]link.Link, error) {
 		return attach(link.KprobeMultiOptions{Addresses: addrs[lo:hi], Cookies: cookies[lo:hi]})
 	}
@@ -165,7 +162,6 @@ func newBatcher(a *Attachment, what string, owner []int, funcs int) *batcher {
 // whose last item they are.
 func (b *batcher) handled(lo, hi int, ok bool) {
 	attached, skipped := 0, 0
-	var done []int
 	for _, f := range b.owner[lo:hi] {
 		b.failed[f] = b.failed[f] || !ok
 		if b.left[f]--; b.left[f] > 0 {
@@ -175,11 +171,10 @@ func (b *batcher) handled(lo, hi int, ok bool) {
 			skipped++
 		} else {
 			attached++
-			done = append(done, f)
 		}
 	}
 	if attached+skipped > 0 {
-		b.a.count(attached, skipped, done...)
+		b.a.count(attached, skipped)
 	}
 }
 

@@ -39,12 +39,6 @@ type Backend struct {
 	// progress, if not nil, how it goes. On error the attachment, if not
 	// nil, holds what was attached, for the caller to report and close.
 	Attach func(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error)
-	// BeforePlanning says Attach reads only the targets' functions and
-	// IDs, not their plans, and the programs tell a function planning
-	// left out by its address (FUNC_LEFT_OUT in the address table, a plan
-	// without PLAN_LIVE): a session may attach every selected function
-	// while it plans them, and fill the maps after.
-	BeforePlanning bool
 
 	// cost is what each function holds with a backend that loads
 	// programs per function, nil for those attaching one link for all;

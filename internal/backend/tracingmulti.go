@@ -35,7 +35,7 @@ func attachTracingMulti(ctx context.Context, c Capture, targets []Target, progre
 	a := newAttachment(len(targets), progress)
 	// vmlinux first, then each module's functions together.
 	targets = slices.Clone(targets)
-	slices.SortStableFunc(targets, func(x, y Target) int { return strings.Compare(x.Func.Module, y.Func.Module) })
+	slices.SortStableFunc(targets, func(x, y Target) int { return strings.Compare(x.Plan.Func.Module, y.Plan.Func.Module) })
 	insns, err := RawInstructions(c.Spec.Programs[bpf.CaptureProgFsessionCapture], c.Collection.Maps)
 	if err != nil {
 		return nil, fmt.Errorf("tracing_multi: %w", err)
@@ -48,9 +48,9 @@ func attachTracingMulti(ctx context.Context, c Capture, targets []Target, progre
 	var progs []*ebpf.Program // the program of each function, loaded for its module
 	var groups [][2]int       // the functions [lo, hi) of each program
 	for i := 0; i < len(targets); {
-		module := targets[i].Func.Module
+		module := targets[i].Plan.Func.Module
 		end := i
-		for end < len(targets) && targets[end].Func.Module == module {
+		for end < len(targets) && targets[end].Plan.Func.Module == module {
 			end++
 		}
 		group := targets[i:end]
@@ -58,7 +58,7 @@ func attachTracingMulti(ctx context.Context, c Capture, targets []Target, progre
 		obj, err := mods.handle(module)
 		if err != nil {
 			for _, t := range group {
-				a.skipFunc(err.Error(), t.Func.Name)
+				a.skipFunc(err.Error(), t.Plan.Func.Name)
 			}
 			continue
 		}
@@ -75,9 +75,9 @@ func attachTracingMulti(ctx context.Context, c Capture, targets []Target, progre
 		a.programs = append(a.programs, program{name: bpf.CaptureProgFsessionCapture, prog: prog, owned: true})
 		groups = append(groups, [2]int{len(ids), len(ids) + len(group)})
 		for _, t := range group {
-			ids = append(ids, t.Func.BTFID)
+			ids = append(ids, t.Plan.Func.BTFID)
 			cookies = append(cookies, t.TrampolineCookie())
-			names = append(names, t.Func.Name)
+			names = append(names, t.Plan.Func.Name)
 			progs = append(progs, prog)
 		}
 	}

@@ -23,7 +23,6 @@ const (
 	capBufEx = uint8(bpf.CaptureCapKindCAP_BUF_EXIT)
 	capBufRt = uint8(bpf.CaptureCapKindCAP_BUF_RET)
 
-	planLive        = uint16(bpf.CapturePlanFlagPLAN_LIVE)
 	planRegsInOrder = uint16(bpf.CapturePlanFlagPLAN_REGS_IN_ORDER)
 	planExitCaps    = uint16(bpf.CapturePlanFlagPLAN_EXIT_CAPS)
 	planDeep        = uint16(bpf.CapturePlanFlagPLAN_DEEP)
@@ -93,7 +92,7 @@ func Captures(p *plan.Plan) []MemCapture {
 // locations, which the program reads by argument register index or stack
 // offset.
 func Wire(p *plan.Plan, arch plan.Arch) (bpf.CapturePlan, error) {
-	w := bpf.CapturePlan{Flags: planLive}
+	var w bpf.CapturePlan
 	if p.NumSlots > MaxSlots {
 		return w, fmt.Errorf("%s has %d argument slots, trawl reads %d", p.Func.Name, p.NumSlots, MaxSlots)
 	}

@@ -243,19 +243,16 @@ static __always_inline void who(struct record *r)
 }
 
 /* func_at returns the function a kprobe program runs for, found by its
- * address ip (bpf_get_func_ip) in the address table, or FUNC_LEFT_OUT.
- * The attach cookie says the same, but a kprobe.multi link finds it by a
- * binary search of its addresses, with an indirect call per step: 80
- * instructions with one function attached (amd64-7.3), more with
- * thousands; the table takes about 27 whatever their number. An address
- * the table lacks falls back to the cookie, counted, whose plan must be
- * live: the links may go in before the functions are planned. */
+ * address ip (bpf_get_func_ip) in the address table. The attach cookie
+ * says the same, but a kprobe.multi link finds it by a binary search of
+ * its addresses, with an indirect call per step: 80 instructions with
+ * one function attached (amd64-7.3), more with thousands; the table takes
+ * about 27 whatever their number. An address the table lacks falls back
+ * to the cookie, counted. */
 static __always_inline __u32 func_at(void *ctx, __u64 ip)
 {
 	__u32 mask = (1U << ip_bits) - 1;
 	__u32 h = (ip * IP_HASH_MUL) >> (64 - ip_bits);
-	const struct plan *p;
-	__u32 func;
 
 	for (int i = 0; i < IP_MAX_PROBES; i++) {
 		__u32 k = (h + i) & mask;
@@ -267,11 +264,7 @@ static __always_inline __u32 func_at(void *ctx, __u64 ip)
 			return e->func;
 	}
 	count(CNT_COOKIE_LOOKUPS);
-	func = bpf_get_attach_cookie(ctx);
-	p = bpf_map_lookup_elem(&plans, &func);
-	if (!p || !(p->flags & PLAN_LIVE))
-		return FUNC_LEFT_OUT;
-	return func;
+	return bpf_get_attach_cookie(ctx);
 }
 
 /* Filters. Every backend gets them through shared helpers, so a new
@@ -310,7 +303,6 @@ struct shared {
 	enum cookie_bit cookie_bit;
 	enum rec_flag rec_flag;
 	enum ip_hash ip_hash;
-	enum func_id func_id;
 	enum counter counter;
 	enum filter_place filter_place;
 	enum hist_layout hist_layout;
@@ -1480,8 +1472,6 @@ static __always_inline void exit_only(__u32 func, __u64 ret)
 {
 	struct scratch *s;
 
-	if (func == FUNC_LEFT_OUT)
-		return;
 	if (entry_gate && !in_entry())
 		return;
 	if (!wanted())
@@ -2156,7 +2146,7 @@ static __always_inline int lean_entry(void *ctx, __u32 func)
 	if (!cookie)
 		return 1;
 	*cookie = 0;
-	if (armed != ARM_ON || func == FUNC_LEFT_OUT)
+	if (armed != ARM_ON)
 		return 1;
 	if (!wanted()) {
 		count(CNT_FILTERED);

@@ -81,9 +81,6 @@ enum plan_flag {
 	 * which may free them (see internal/session/track.go): like a free
 	 * function, it starts no journey */
 	PLAN_TRACK_DROP = 128,
-	/* set in every plan the loader stores: an entry without it belongs
-	 * to a function attached before planning left it out */
-	PLAN_LIVE = 256,
 };
 
 /* plan is what the program needs to know about one function. */
@@ -214,13 +211,6 @@ struct ip_func {
 
 enum ip_hash {
 	IP_HASH_MUL = 0x9E3779B97F4A7C15ULL, /* 2^64 / golden ratio */
-};
-
-/* The function of an address the kprobe backends attached while the
- * functions were planned (the loader attaches them then), and planning
- * left out: its calls are not traced. */
-enum func_id {
-	FUNC_LEFT_OUT = 0xffffffff,
 };
 
 /* frame_key finds a frame in the frames map: the task and the depth. */

@@ -72,12 +72,6 @@ type CaptureFrameKey struct {
 	Depth uint32
 }
 
-type CaptureFuncId uint32
-
-const (
-	CaptureFuncIdFUNC_LEFT_OUT CaptureFuncId = 4294967295
-)
-
 type CaptureFuncStats struct {
 	_       structs.HostLayout
 	Errors  uint64
@@ -152,7 +146,6 @@ const (
 	CapturePlanFlagPLAN_TRACK_RET     CapturePlanFlag = 32
 	CapturePlanFlagPLAN_TRACK_FREE    CapturePlanFlag = 64
 	CapturePlanFlagPLAN_TRACK_DROP    CapturePlanFlag = 128
-	CapturePlanFlagPLAN_LIVE          CapturePlanFlag = 256
 )
 
 type CaptureRecFlag uint32

@@ -66,7 +66,8 @@ func Parse(raw []byte) (Record, error) {
 }
 
 // Decoder turns records into calls. It keeps what a record needs besides
-// its bytes, so that decoding one allocates nothing of its own.
+// its bytes, so that decoding one allocates nothing of its own after the
+// first record of its function.
 type Decoder struct {
 	plans []*plan.Plan
 	dec   *decode.Decoder
@@ -93,7 +94,7 @@ const rawArgs = 6
 const maxComms = 4096
 
 // NewDecoder decodes records of the given plans (indexed by the record's
-// function ID; nil for an ID no record has: a function left out).
+// function ID).
 func NewDecoder(plans []*plan.Plan, opts decode.Options, sym decode.Symbolizer) *Decoder {
 	d := &Decoder{
 		plans: plans,
@@ -120,7 +121,7 @@ func (d *Decoder) capsOf(id uint32) []backend.MemCapture {
 
 // Call decodes r into c, reusing c's argument slice.
 func (d *Decoder) Call(r *Record, c *render.Call) error {
-	if int(r.Func) >= len(d.plans) || d.plans[r.Func] == nil {
+	if int(r.Func) >= len(d.plans) {
 		return fmt.Errorf("record for unknown function %d", r.Func)
 	}
 	p := d.plans[r.Func]

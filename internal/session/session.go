@@ -83,13 +83,8 @@ type Session struct {
 	Backend   *backend.Backend
 	plans     []*plan.Plan
 	targets   []backend.Target
-	// early is set when the backend attaches every selected function
-	// while they are planned (Backend.BeforePlanning); leftOut counts
-	// those then attached that planning left out.
-	early   bool
-	leftOut int
-	flt     *filters
-	show    *shows
+	flt       *filters
+	show      *shows
 	// stacks symbolises the calls' kernel stacks, with --stack.
 	stacks *stackFrames
 	// entries are the functions --entry selected.
@@ -130,13 +125,11 @@ type Session struct {
 // to attach, it returns the session with the error: its Counts say what
 // was attached and skipped, and Close detaches it all again.
 //
-// Steps run side by side, each on its own CPU where there are two. The
-// program, attached unarmed, reads neither its maps nor the decoding's
-// state before arm: filling the maps and readying the decoding run while
-// it attaches, mostly kernel work for the backends that attach every
-// function at once. Those backends (Backend.BeforePlanning) attach the
-// selected functions while they are planned, once the program is loaded;
-// for the others, planning runs beside loading (see planAndLoad).
+// Two pairs of steps run side by side, each on its own CPU where there
+// are two: planning and loading (see planAndLoad), then attaching, mostly
+// kernel work for the backends that attach every function at once, and
+// filling the program's maps and readying the decoding of the calls,
+// which the program, attached unarmed, neither reads nor sends yet.
 func Open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe Probe) (_ *Session, err error) {
 	if n := cat.Notice(); n != "" {
 		cfg.Notify(n)
@@ -150,95 +143,30 @@ func Open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe Probe) (
 			s.Close()
 		}
 	}()
-	s.early = s.Backend.BeforePlanning && !s.coded()
-	var targets func() []backend.Target
-	beside := func() error { return timed("fill", s.fill) }
-	if s.early {
-		if err := s.loadUnplanned(cat, cfg); err != nil {
-			return nil, err
-		}
-		targets = s.selectedTargets
-		beside = func() error {
-			if err := timed("plan", func() error { return s.plan(cfg) }); err != nil {
-				return err
-			}
-			return timed("fill", s.fill)
-		}
-	} else {
-		if err := s.planAndLoad(cat, cfg); err != nil {
-			return nil, err
-		}
-		targets = func() []backend.Target { return s.targets }
+	if err := s.planAndLoad(cat, cfg); err != nil {
+		return nil, err
 	}
-	attachCtx, stopAttach := context.WithCancel(ctx)
-	defer stopAttach()
+	// The program, attached unarmed, reads neither the layouts nor the
+	// decoding's state before arm: both are readied while it attaches.
 	var ready sync.WaitGroup
-	var besideErr error
+	var fillErr error
 	ready.Go(func() {
-		if besideErr = beside(); besideErr != nil {
-			stopAttach() // the trace cannot go on: say why at once
-			return
-		}
+		fillErr = timed("fill", s.fill)
 		s.ready(cat, cfg)
 	})
-	err = timed("attach", func() error { return s.attach(attachCtx, targets(), cfg.Progress) })
+	err = timed("attach", func() error { return s.attach(ctx, cfg.Progress) })
 	ready.Wait()
 	s.targets = nil // the plans stay in s.plans; their code is in the kernel
-	// Planning's errors say what is wrong with the trace itself.
-	if err = cmp.Or(besideErr, err); err != nil {
+	if err = cmp.Or(err, fillErr); err != nil {
 		if s.attached != nil {
 			return s, err
 		}
 		return nil, err
 	}
-	s.countLeftOut()
 	if err := timed("arm", s.arm); err != nil {
 		return s, err
 	}
 	return s, nil
-}
-
-// coded says the program takes code per function (--filter, --show,
-// --track), which needs the plans before it is loaded.
-func (s *Session) coded() bool {
-	return s.flt.expr != nil || len(s.show.exprs) > 0 || s.track != nil
-}
-
-// loadUnplanned prepares and loads the capture program for every selected
-// function, before they are planned.
-func (s *Session) loadUnplanned(cat *kernel.Catalogue, cfg Config) error {
-	var spec *ebpf.CollectionSpec
-	err := timed("prepare", func() (err error) {
-		spec, err = s.prepare(cat, cfg, s.mostTargets(), nil)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return timed("load", func() error { return s.load(spec, cfg) })
-}
-
-// selectedTargets are the selected functions, their IDs their indices,
-// for a backend that attaches before planning.
-func (s *Session) selectedTargets() []backend.Target {
-	targets := make([]backend.Target, len(s.Selection.Selected))
-	for i, fn := range s.Selection.Selected {
-		targets[i] = backend.Target{ID: uint32(i), Func: fn, Entry: s.entries[fn]}
-	}
-	return targets
-}
-
-// countLeftOut counts the functions attached before planning left them
-// out: in the links, but not traced, and listed as skipped.
-func (s *Session) countLeftOut() {
-	if !s.early {
-		return
-	}
-	for i, p := range s.plans {
-		if p == nil && s.attached.AttachedTarget(i) {
-			s.leftOut++
-		}
-	}
 }
 
 // planAndLoad plans the capture of the selected functions and loads the
@@ -253,7 +181,7 @@ func (s *Session) planAndLoad(cat *kernel.Catalogue, cfg Config) error {
 			return err
 		})
 	}
-	if s.coded() {
+	if s.flt.expr != nil || len(s.show.exprs) > 0 || s.track != nil {
 		if err := timed("plan", func() error { return s.plan(cfg) }); err != nil {
 			return err
 		}
@@ -339,10 +267,7 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe Probe) error {
 }
 
 // plan plans the capture of each selected function the backend can
-// attach and the filters keep, and lists the others as skipped. A
-// target's ID is its plan's index; when the functions were attached
-// before planning, their index in the selection, and s.plans holds nil for
-// those left out.
+// attach and the filters keep, and lists the others as skipped.
 func (s *Session) plan(cfg Config) error {
 	arch, err := plan.HostArch()
 	if err != nil {
@@ -356,19 +281,44 @@ func (s *Session) plan(cfg Config) error {
 	s.targets = make([]backend.Target, 0, len(sel.Selected))
 	s.plans = make([]*plan.Plan, 0, len(sel.Selected))
 	for _, fn := range sel.Selected {
-		t, reason, err := s.planOne(fn, cfg, arch, version)
+		p, err := plan.New(fn, cfg.Budgets)
+		if err == nil {
+			err = p.Attachable(s.Backend.Family, arch, version)
+		}
+		if err == nil && p.NumSlots > backend.MaxSlots {
+			err = fmt.Errorf("%w: %d", errTooManySlots, p.NumSlots)
+		}
 		if err != nil {
-			return err
+			s.planSkips.Add(skip.Reason(err), fn.Name)
+			continue
+		}
+		if s.track != nil && !p.MarkTrack(s.track.isType, s.track.life[fn.Name]) {
+			s.planSkips.Add(s.track.skipReason(), fn.Name)
+			continue
+		}
+		if cfg.Aggregate && cfg.Filter == "" {
+			// Only counted: no memory behind the arguments is needed.
+			for i := range p.Args {
+				p.Args[i].Budget = 0
+			}
+			p.Deep, p.Packets = nil, nil
+		}
+		body, reason := s.flt.compile(p)
+		if reason != "" && s.track != nil {
+			// It cannot start a journey, but it can be in one.
+			body, reason = s.track.cannotStart(reason, fn.Name, s.flt.expr != nil), ""
 		}
 		if reason != "" {
 			s.planSkips.Add(reason, fn.Name)
-			if s.early {
-				s.plans = append(s.plans, nil)
-			}
+			s.flt.leaveOut(reason, fn.Name)
 			continue
 		}
+		t := backend.Target{ID: uint32(len(s.plans)), Plan: p, Filter: body, Entry: s.entries[fn]}
+		if err := s.show.target(&t); err != nil {
+			return err
+		}
 		s.targets = append(s.targets, t)
-		s.plans = append(s.plans, t.Plan)
+		s.plans = append(s.plans, p)
 	}
 	s.flt.notify(cfg.Notify)
 	s.show.notify(cfg.Notify)
@@ -385,45 +335,6 @@ func (s *Session) plan(cfg Config) error {
 		return fmt.Errorf("none of the %d selected functions can be attached with %s: %s", len(sel.Selected), s.Backend.Name, strings.Join(s.planSkips.Summary(1), "; "))
 	}
 	return s.wire(arch)
-}
-
-// planOne plans the capture of fn as a target, or says why it is left
-// out.
-func (s *Session) planOne(fn *kernel.Function, cfg Config, arch plan.Arch, version plan.KernelVersion) (backend.Target, string, error) {
-	p, err := plan.New(fn, cfg.Budgets)
-	if err == nil {
-		err = p.Attachable(s.Backend.Family, arch, version)
-	}
-	if err == nil && p.NumSlots > backend.MaxSlots {
-		err = fmt.Errorf("%w: %d", errTooManySlots, p.NumSlots)
-	}
-	if err != nil {
-		return backend.Target{}, skip.Reason(err), nil
-	}
-	if s.track != nil && !p.MarkTrack(s.track.isType, s.track.life[fn.Name]) {
-		return backend.Target{}, s.track.skipReason(), nil
-	}
-	if cfg.Aggregate && cfg.Filter == "" {
-		// Only counted: no memory behind the arguments is needed.
-		for i := range p.Args {
-			p.Args[i].Budget = 0
-		}
-		p.Deep, p.Packets = nil, nil
-	}
-	body, reason := s.flt.compile(p)
-	if reason != "" && s.track != nil {
-		// It cannot start a journey, but it can be in one.
-		body, reason = s.track.cannotStart(reason, fn.Name, s.flt.expr != nil), ""
-	}
-	if reason != "" {
-		s.flt.leaveOut(reason, fn.Name)
-		return backend.Target{}, reason, nil
-	}
-	t := backend.Target{ID: uint32(len(s.plans)), Func: fn, Plan: p, Filter: body, Entry: s.entries[fn]}
-	if err := s.show.target(&t); err != nil {
-		return backend.Target{}, "", err
-	}
-	return t, "", nil
 }
 
 // wire lays out the targets' plans as the capture program reads them, for
@@ -550,28 +461,16 @@ func (s *Session) fill() error {
 		return fmt.Errorf("store the capture layouts: %w", err)
 	}
 	s.layouts = nil // 8 MB with every function, and the kernel has them now
-	fill := s.Backend.Fill
-	if fill == nil {
-		return nil
-	}
-	if !s.early {
+	if fill := s.Backend.Fill; fill != nil {
 		return fill(coll, s.targets)
 	}
-	// Every selected function is attached: those left out are found
-	// as such.
-	all := s.selectedTargets()
-	for i, p := range s.plans {
-		if p == nil {
-			all[i].ID = uint32(bpf.CaptureFuncIdFUNC_LEFT_OUT)
-		}
-	}
-	return fill(coll, all)
+	return nil
 }
 
-// attach attaches the capture program to the targets with the backend.
-func (s *Session) attach(ctx context.Context, targets []backend.Target, progress backend.Progress) error {
+// attach attaches the capture program with the backend.
+func (s *Session) attach(ctx context.Context, progress backend.Progress) error {
 	var err error
-	s.attached, err = s.Backend.Attach(ctx, s.capture, targets, progress)
+	s.attached, err = s.Backend.Attach(ctx, s.capture, s.targets, progress)
 	if err != nil {
 		return err
 	}
@@ -813,7 +712,7 @@ func (s *Session) Counts() (Counts, error) {
 	c := Counts{Skipped: skip.Reasons{}, Received: s.received, Discarded: s.discarded}
 	c.Skipped.Merge(s.planSkips)
 	if s.attached != nil {
-		c.Attached = s.attached.Attached - s.leftOut
+		c.Attached = s.attached.Attached
 		c.RecursionMisses = s.attached.RecursionMisses()
 		c.Skipped.Merge(s.attached.Skipped)
 	}
