@@ -107,12 +107,12 @@ func List(patterns []string, opts ListOptions) (*Selection, error) {
 // newSelection describes a selection.
 func newSelection(sel *selector.Selection, capture CaptureOptions) *Selection {
 	out := &Selection{Selected: make([]Function, 0, len(sel.Selected)), Excluded: make([]Function, 0, len(sel.Excluded))}
-	budgets := capture.budgets()
+	planner := plan.NewPlanner(capture.budgets())
 	for _, fn := range sel.Selected {
-		out.Selected = append(out.Selected, newFunction(fn, budgets))
+		out.Selected = append(out.Selected, newFunction(fn, planner))
 	}
 	for _, ex := range sel.Excluded {
-		f := newFunction(ex.Func, budgets)
+		f := newFunction(ex.Func, planner)
 		f.Excluded = ex.Reason
 		out.Excluded = append(out.Excluded, f)
 	}
@@ -128,13 +128,13 @@ func (c CaptureOptions) budgets() plan.Options {
 	return o
 }
 
-func newFunction(fn *kernel.Function, budgets plan.Options) Function {
+func newFunction(fn *kernel.Function, planner *plan.Planner) Function {
 	f := Function{Name: fn.Name, Module: fn.Module, Addrs: fn.Addrs, BTFID: uint32(fn.BTFID), Note: fn.ProtoNote}
 	proto := fn.Proto()
 	if proto != nil {
 		f.Prototype = kernel.Declaration(proto.Type, fn.Name)
 	}
-	p, err := plan.New(fn, budgets)
+	p, err := planner.Plan(fn)
 	if err != nil {
 		f.Err = err
 		return f

@@ -34,3 +34,28 @@ func TestObjectsLoadOn510(t *testing.T) {
 		}
 	}
 }
+
+// TestCaptureSpecCopies checks that the capture program's spec, parsed
+// once, is handed out as copies: what one session sets in its spec, the
+// next does not see.
+func TestCaptureSpecCopies(t *testing.T) {
+	for name, load := range map[string]func() (*ebpf.CollectionSpec, error){"full": CaptureSpec, "lean": CaptureLeanSpec} {
+		first, err := load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := first.Maps[CaptureMapEvents].MaxEntries
+		first.Maps[CaptureMapEvents].MaxEntries = want + 4096
+		first.Programs[CaptureProgKprobeCapture].Instructions[0] = asm.Return()
+		second, err := load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := second.Maps[CaptureMapEvents].MaxEntries; got != want {
+			t.Errorf("%s: the second spec's ring buffer has %d entries, the first's set to %d, want %d", name, got, want+4096, want)
+		}
+		if second.Programs[CaptureProgKprobeCapture].Instructions[0].OpCode == asm.Return().OpCode {
+			t.Errorf("%s: the second spec has the instruction set in the first", name)
+		}
+	}
+}

@@ -126,10 +126,10 @@ func pairBuffers(p *Plan, specs []BufferSpec, budget int) error {
 		}
 		i, n := index(s.Arg), index(s.SizeArg)
 		if ok, _ := isBytePointer(argType(p, i)); !ok {
-			return fmt.Errorf("--buf %s:%s=%s: %s has no char, u8 or void pointer argument %s", s.Func, s.Arg, s.SizeArg, s.Func, s.Arg)
+			return fmt.Errorf("--buf %s:%s=%s: no char, u8 or void pointer argument %s", s.Func, s.Arg, s.SizeArg, s.Arg)
 		}
 		if !isLen(n) {
-			return fmt.Errorf("--buf %s:%s=%s: %s has no integer argument %s", s.Func, s.Arg, s.SizeArg, s.Func, s.SizeArg)
+			return fmt.Errorf("--buf %s:%s=%s: no integer argument %s", s.Func, s.Arg, s.SizeArg, s.SizeArg)
 		}
 		set(i, n)
 	}

@@ -3,7 +3,9 @@
 package plan
 
 import (
+	"fmt"
 	"os"
+	"reflect"
 	"runtime"
 	"testing"
 
@@ -22,12 +24,13 @@ func liveCatalogue(tb testing.TB) *kernel.Catalogue {
 	return c
 }
 
-// planAll plans every function of the catalogue.
+// planAll plans every function of the catalogue, as a session does.
 func planAll(tb testing.TB, c *kernel.Catalogue) []*Plan {
 	fns := c.Functions()
 	plans := make([]*Plan, len(fns))
+	planner := NewPlanner(Options{})
 	for i := range fns {
-		p, err := New(&fns[i], Options{})
+		p, err := planner.Plan(&fns[i])
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -71,4 +74,46 @@ func BenchmarkLoadAndPlanAll(b *testing.B) {
 	runtime.ReadMemStats(&m)
 	b.ReportMetric(float64(m.HeapAlloc)/(1<<20), "MiB-held")
 	b.ReportMetric(float64(len(plans)), "plans")
+}
+
+// TestPlannerLive checks, for every function of this machine's kernel,
+// that a planner working out each prototype once plans it as New does.
+func TestPlannerLive(t *testing.T) {
+	c := liveCatalogue(t)
+	fns := c.Functions()
+	opts := Options{Depth: 3, Buffers: []BufferSpec{{Func: "vfs_write", Arg: "buf", SizeArg: "count"}}}
+	planner := NewPlanner(opts)
+	for i := range fns {
+		fn := &fns[i]
+		got, gotErr := planner.Plan(fn)
+		want, wantErr := New(fn, opts)
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("%s: planner error %v, New's %v", fn.Name, gotErr, wantErr)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: planner's plan\n%+v\nNew's\n%+v", fn.Name, got, want)
+		}
+	}
+}
+
+// BenchmarkPlanAll plans every function of this machine's kernel, its BTF
+// already decoded: with a planner, as a session does, and one New each.
+func BenchmarkPlanAll(b *testing.B) {
+	c := liveCatalogue(b)
+	fns := c.Functions()
+	planAll(b, c)
+	b.Run("planner", func(b *testing.B) {
+		for b.Loop() {
+			planAll(b, c)
+		}
+	})
+	b.Run("new", func(b *testing.B) {
+		for b.Loop() {
+			for i := range fns {
+				if _, err := New(&fns[i], Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }

@@ -118,19 +118,62 @@ var denyList = []denyRule{
 // Compiler clones share the verdict of the function they come from.
 func Denied(fn *kernel.Function) string {
 	base, _, _ := strings.Cut(fn.Name, ".")
-	for i, match := range denyMatchers {
-		if match(base) {
-			return denyList[i].reason
-		}
+	if i := denyRules.first(base); i >= 0 {
+		return denyList[i].reason
 	}
 	return ""
 }
 
-// denyMatchers match the globs of denyList, in its order.
-var denyMatchers = func() []func(string) bool {
-	ms := make([]func(string) bool, len(denyList))
-	for i, r := range denyList {
-		ms[i] = r.matcher()
+// denyIndex finds the first rule of denyList a name matches by trying
+// only the rules it can match: those naming it, the prefixes beginning
+// with its first two bytes, and the others. Trying every rule took 0.15 s
+// of selecting every function of arm64-7.3 under emulation.
+type denyIndex struct {
+	matchers []func(string) bool // of each rule, in order
+	names    map[string]int      // the rules naming one function
+	prefixes map[string][]int    // the rules "x*" by x's first two bytes
+	others   []int
+}
+
+var denyRules = newDenyIndex(denyList)
+
+func newDenyIndex(rules []denyRule) denyIndex {
+	d := denyIndex{names: map[string]int{}, prefixes: map[string][]int{}}
+	for i, r := range rules {
+		d.matchers = append(d.matchers, r.matcher())
+		prefix, isPrefix := strings.CutSuffix(r.glob, "*")
+		switch {
+		case !strings.ContainsAny(r.glob, `*?[\`):
+			if _, ok := d.names[r.glob]; !ok {
+				d.names[r.glob] = i
+			}
+		case isPrefix && len(prefix) >= 2 && !strings.ContainsAny(prefix, `*?[\`):
+			d.prefixes[prefix[:2]] = append(d.prefixes[prefix[:2]], i)
+		default:
+			d.others = append(d.others, i)
+		}
 	}
-	return ms
-}()
+	return d
+}
+
+// first returns the index of the first rule name matches, or -1.
+func (d denyIndex) first(name string) int {
+	first := -1
+	try := func(i int) {
+		if (first < 0 || i < first) && d.matchers[i](name) {
+			first = i
+		}
+	}
+	if i, ok := d.names[name]; ok {
+		first = i
+	}
+	if len(name) >= 2 {
+		for _, i := range d.prefixes[name[:2]] {
+			try(i)
+		}
+	}
+	for _, i := range d.others {
+		try(i)
+	}
+	return first
+}

@@ -179,9 +179,37 @@ func TestDenyMatchers(t *testing.T) {
 		inner := strings.Trim(r.glob, "*")
 		for _, name := range []string{inner, inner + "_x", "x_" + inner, "x_" + inner + "_x", inner[1:], inner[:len(inner)-1], "tcp_sendmsg"} {
 			want, _ := path.Match(r.glob, name)
-			if got := denyMatchers[i](name); got != want {
+			if got := denyRules.matchers[i](name); got != want {
 				t.Errorf("%s matches %q: %v, path.Match says %v", r.glob, name, got, want)
 			}
+		}
+	}
+}
+
+// TestDenyIndex checks that the deny list's index finds, for names near
+// each rule's and for this machine's functions, the first rule a scan of
+// every rule finds.
+func TestDenyIndex(t *testing.T) {
+	names := []string{"", "x", "tcp_sendmsg"}
+	for _, r := range denyList {
+		inner := strings.Trim(r.glob, "*")
+		names = append(names, inner, inner+"_x", "x_"+inner, inner[:1], inner[:len(inner)-1])
+	}
+	if c, err := kernel.Load(os.DirFS("/")); err == nil {
+		for _, fn := range c.Functions() {
+			names = append(names, fn.Name)
+		}
+	}
+	for _, name := range names {
+		want := -1
+		for i, match := range denyRules.matchers {
+			if match(name) {
+				want = i
+				break
+			}
+		}
+		if got := denyRules.first(name); got != want {
+			t.Errorf("%q: rule %d, a scan finds %d", name, got, want)
 		}
 	}
 }

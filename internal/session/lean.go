@@ -21,7 +21,7 @@ import (
 // Else it returns full. The lean build saves each call about 110
 // instructions (fentry on amd64-7.3: docs/benchmarks.md, "Session 11").
 func leanest(full *ebpf.CollectionSpec) (*ebpf.CollectionSpec, error) {
-	lean, err := bpf.LoadCaptureLean()
+	lean, err := bpf.CaptureLeanSpec()
 	if err != nil {
 		return nil, err
 	}

@@ -278,10 +278,11 @@ func (s *Session) plan(cfg Config) error {
 		return err
 	}
 	sel := s.Selection
+	planner := plan.NewPlanner(cfg.Budgets)
 	s.targets = make([]backend.Target, 0, len(sel.Selected))
 	s.plans = make([]*plan.Plan, 0, len(sel.Selected))
 	for _, fn := range sel.Selected {
-		p, err := plan.New(fn, cfg.Budgets)
+		p, err := planner.Plan(fn)
 		if err == nil {
 			err = p.Attachable(s.Backend.Family, arch, version)
 		}
@@ -298,6 +299,7 @@ func (s *Session) plan(cfg Config) error {
 		}
 		if cfg.Aggregate && cfg.Filter == "" {
 			// Only counted: no memory behind the arguments is needed.
+			p.Args = slices.Clone(p.Args) // the planner shares them
 			for i := range p.Args {
 				p.Args[i].Budget = 0
 			}
@@ -367,7 +369,7 @@ func (s *Session) prepare(cat *kernel.Catalogue, cfg Config, n int, coded []back
 	if err := features.Base(); err != nil {
 		return nil, err
 	}
-	spec, err := bpf.LoadCapture()
+	spec, err := bpf.CaptureSpec()
 	if err != nil {
 		return nil, err
 	}
