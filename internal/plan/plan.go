@@ -148,8 +148,8 @@ func New(fn *kernel.Function, opts Options) (*Plan, error) {
 // only through its prototype, which BTF shares between the functions of
 // one signature (56,000 functions of an x86-64 7.x kernel have 25,000),
 // and through the sized buffers Options.Buffers names it in. The plans of
-// one prototype share their Args, Deep and Packets: a caller changing
-// them changes copies. Not safe for concurrent use.
+// one prototype share their Args, Deep and Packets: a caller that changes
+// them copies them first. Not safe for concurrent use.
 type Planner struct {
 	opts   Options
 	protos map[*btf.FuncProto]protoPlan
