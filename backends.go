@@ -9,7 +9,6 @@ import (
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"github.com/trawl-dev/trawl/internal/selector"
-	"github.com/trawl-dev/trawl/internal/session"
 )
 
 // Backend names.
@@ -25,8 +24,6 @@ const (
 
 // Backends lists the backend names Config.Backend takes, auto first.
 var Backends = backendNames()
-
-func backendNames() []string { return session.Names() }
 
 // ChooseBackend returns the backend Open would use for cfg on the running
 // kernel, and why. For BackendAuto it weighs attach cost, which grows
@@ -48,7 +45,7 @@ func ChooseBackend(cfg Config) (name, why string, err error) {
 	if err != nil {
 		return "", "", publicError(err)
 	}
-	b, why, err := session.Choose(cfg.Backend, sel, len(cfg.Entries) > 0, session.LiveProbe)
+	b, why, err := pickBackend(cfg.Backend, sel, len(cfg.Entries) > 0, liveProbe)
 	if err != nil {
 		return "", "", err
 	}
@@ -59,12 +56,12 @@ func ChooseBackend(cfg Config) (name, why string, err error) {
 // feature, and what BackendAuto picks there.
 type Features struct {
 	report features.Report
-	auto   []session.AutoChoice
+	auto   []autoChoice
 }
 
 // ProbeFeatures probes the running kernel for each attach mechanism.
 func ProbeFeatures() Features {
-	return Features{features.Probe(), session.AutoChoices(session.LiveProbe)}
+	return Features{features.Probe(), autoChoices(liveProbe)}
 }
 
 // String lists the features one a line: name, yes or no, and why not;

@@ -5,6 +5,7 @@
 // architecture-neutral way, decodes them with the kernel's BTF and streams
 // the calls.
 //
+// A Config describes a trace; Config.Validate checks what needs no kernel.
 // Open selects functions by pattern and starts tracing them; Session.Read
 // returns the calls one at a time, as Call values whose arguments are
 // Values of a Kind; package render writes calls as text, call trees, JSON
@@ -13,4 +14,9 @@
 // and ChooseBackend which attach mechanism Open would use.
 //
 // Tracing needs root, or CAP_BPF and CAP_PERFMON (ErrNoPrivileges).
+//
+// Behind Open, the package reads as the pipeline: open.go chooses the
+// functions and the backend, plans their capture, loads the capture
+// program, fills its maps, attaches and arms it; session.go reads and
+// decodes the calls and closes the trace.
 package trawl

@@ -38,12 +38,13 @@ func TestRingBufferSizeConfig(t *testing.T) {
 		{1 << 20, 1 << 20},
 		{MaxRingBufferSize, MaxRingBufferSize},
 	} {
-		icfg, err := Config{RingBufferSize: tc.size}.internal()
-		if err != nil || icfg.RingBufferSize != tc.want {
-			t.Errorf("size %d: ring buffer of %d bytes (%v), want %d", tc.size, icfg.RingBufferSize, err, tc.want)
+		cfg := Config{Patterns: []string{"f"}, RingBufferSize: tc.size}
+		err := cfg.Validate()
+		if got := cfg.withDefaults().RingBufferSize; err != nil || got != tc.want {
+			t.Errorf("size %d: ring buffer of %d bytes (%v), want %d", tc.size, got, err, tc.want)
 		}
 	}
-	if _, err := (Config{RingBufferSize: 12345}).internal(); err == nil {
+	if err := (Config{Patterns: []string{"f"}, RingBufferSize: 12345}).Validate(); err == nil {
 		t.Error("a ring buffer of 12345 bytes was configured")
 	}
 }

@@ -5,8 +5,6 @@ package trawl
 import (
 	"reflect"
 	"strings"
-
-	"github.com/trawl-dev/trawl/internal/session"
 )
 
 // Stats are the session's counters. Every call the program saw end is
@@ -75,7 +73,7 @@ type Stats struct {
 // statsOf makes the Stats of a session's counts. Each of the capture
 // program's counters goes into its field (see statsField), so a counter
 // added to capture.h needs only its field in Stats.
-func statsOf(c session.Counts) Stats {
+func statsOf(c counts) Stats {
 	st := Stats{
 		Received:        c.Received,
 		Discarded:       c.Discarded,

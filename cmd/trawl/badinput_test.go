@@ -65,6 +65,10 @@ func TestBadInput(t *testing.T) {
 		{"comm too long", []string{"--comm", "a-very-long-task-name", "vfs_read"}, 2, "longer than the kernel's 15"},
 		{"two formats", []string{"--json", "--tree", "vfs_read"}, 2, "choose one of"},
 		{"no pattern", []string{"--json"}, 2, "no pattern"},
+		{"bad regexp", []string{"/tcp_(/"}, 2, "missing closing )"},
+		{"bad glob", []string{"tcp_[x"}, 2, "malformed"},
+		{"bad entry", []string{"--entry", "do sys", "vfs_read"}, 2, "cannot contain spaces"},
+		{"listen port out of range", []string{"--stats", "--listen", ":99999", "vfs_read"}, 2, "a port from 0 to 65535"},
 		{"unknown flag", []string{"--frobnicate", "vfs_read"}, 2, "unknown flag: --frobnicate"},
 		{"output is a directory", []string{"-o", dir, "vfs_read"}, 2, "is a directory"},
 		{"output in a missing directory", []string{"-o", filepath.Join(dir, "nodir", "x"), "vfs_read"}, 1, "cannot create"},
@@ -95,6 +99,25 @@ func TestBadInput(t *testing.T) {
 			}
 			if _, err := os.Stat(fresh); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s created", fresh)
+			}
+		})
+	}
+}
+
+// TestBadExpressions checks that a --filter or --show expression that does
+// not parse is a usage error found before anything of the kernel's is
+// read, shown with a caret under where it goes wrong.
+func TestBadExpressions(t *testing.T) {
+	guest.HostOnly(t)
+	for _, args := range [][]string{
+		{"--filter", "skb->", "vfs_read"},
+		{"--show", "x->", "vfs_read"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			stdout, stderr, status := runReal(t, args...)
+			want := "trawl: " + args[0] + ": filter: want a member name after ->"
+			if status != 2 || stdout != "" || !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, "^") {
+				t.Errorf("status %d, stdout %q, stderr:\n%s\nwant status 2, %q and a caret", status, stdout, stderr, want)
 			}
 		})
 	}

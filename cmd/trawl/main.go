@@ -24,6 +24,13 @@ import (
 // errUsage marks command-line mistakes, which exit with status 2.
 var errUsage = errors.New("usage")
 
+// isUsage reports whether err is a usage error: a command-line mistake,
+// or a trace or pattern the library refuses before it reads anything of
+// the kernel's.
+func isUsage(err error) bool {
+	return errors.Is(err, errUsage) || errors.Is(err, trawl.ErrBadConfig) || errors.Is(err, trawl.ErrBadPattern)
+}
+
 // main exits 0 on success, 2 on a usage error, 1 on other errors; with a
 // command, with the command's status; interrupted before tracing began,
 // with 128 + the signal's number.
@@ -40,7 +47,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "trawl:", ee.msg)
 		}
 		os.Exit(ee.status)
-	case errors.Is(err, errUsage):
+	case isUsage(err):
 		fmt.Fprintln(os.Stderr, "trawl:", err)
 		os.Exit(2)
 	default:

@@ -71,13 +71,6 @@ type traceFlags struct {
 	set map[string]bool
 }
 
-// Ranges of the numeric display flags.
-const (
-	maxDepth     = 16
-	maxMaxBytes  = 512  // the most the capture program copies behind one pointer
-	maxCallBytes = 1024 // the most the capture program copies per call
-)
-
 // Output formats of --format.
 const (
 	formatText       = "text"
@@ -131,9 +124,9 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.otlp, "otlp", "", "export to the OpenTelemetry collector at `URL` (grpc://HOST:PORT, grpcs://, http://HOST:PORT[/PREFIX] or https://): each call as a span, or with --stats the counts as metrics every --interval (default 10s); calls are then written out only with -f or -o")
 	fs.IntVar(&f.maxSeries, "max-series", metrics.DefaultMaxSeries, "with --listen or --otlp, give at most `N` functions series of their own; the calls of the others add up under function=\"_other\"")
 	fs.BoolVar(&f.pprof, "pprof", false, "with --listen, also serve Go's profiles under /debug/pprof/")
-	fs.IntVar(&f.depth, "depth", 0, fmt.Sprintf("show `N` levels of nested structs, 1 to %d (default 2), and capture the structs pointers lead to N-1 pointers deep: from 3, the structs the arguments' structs point to (within --call-bytes)", maxDepth))
-	fs.IntVar(&f.callBytes, "call-bytes", 0, fmt.Sprintf("with --depth 3 or more, capture at most `N` bytes of memory per call, 1 to %d (default %[1]d): the arguments' memory counts first, and the structs --depth reaches that do not fit are marked <cut>", maxCallBytes))
-	fs.IntVar(&f.maxBytes, "max-bytes", 0, fmt.Sprintf("capture sized buffers and show strings up to `N` bytes long, 1 to %d (default 64)", maxMaxBytes))
+	fs.IntVar(&f.depth, "depth", 0, fmt.Sprintf("show `N` levels of nested structs, 1 to %d (default 2), and capture the structs pointers lead to N-1 pointers deep: from 3, the structs the arguments' structs point to (within --call-bytes)", trawl.MaxDepth))
+	fs.IntVar(&f.callBytes, "call-bytes", 0, fmt.Sprintf("with --depth 3 or more, capture at most `N` bytes of memory per call, 1 to %d (default %[1]d): the arguments' memory counts first, and the structs --depth reaches that do not fit are marked <cut>", trawl.MaxCallBytes))
+	fs.IntVar(&f.maxBytes, "max-bytes", 0, fmt.Sprintf("capture sized buffers and show strings up to `N` bytes long, 1 to %d (default 64)", trawl.MaxBytes))
 	fs.Var(&f.buffers, "buf", "capture argument ARG of FUNC as a buffer of SIZEARG bytes, written `FUNC:ARG=SIZEARG` (repeatable; common pairs such as buf/count are found by name, docs/buffers.md)")
 	fs.BoolVar(&f.full, "full", false, "show every struct member and array element")
 	fs.StringVar(&f.color, "color", "auto", "colour the text: `WHEN` is auto (on a terminal, unless NO_COLOR is set), always or never")
@@ -169,9 +162,6 @@ func (f *traceFlags) validate(command []string) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
 	}
-	if f.cgroupExact && f.cgroup == "" {
-		return bad("--cgroup-exact goes with --cgroup")
-	}
 	if f.workload && len(command) > 0 {
 		return bad("--workload and a command cannot go together")
 	}
@@ -189,20 +179,15 @@ func (f *traceFlags) validate(command []string) error {
 	if f.set["interval"] && f.interval <= 0 {
 		return bad("--interval must be positive, got %v", f.interval)
 	}
-	if f.set["min-duration"] && f.minDur < 0 {
-		return bad("--min-duration cannot be negative, got %v", f.minDur)
+	// 0 means the default in trawl.Config, which checks the upper bounds.
+	if f.set["depth"] && f.depth < 1 {
+		return bad("--depth must be 1 to %d, got %d", trawl.MaxDepth, f.depth)
 	}
-	if f.set["depth"] && (f.depth < 1 || f.depth > maxDepth) {
-		return bad("--depth must be 1 to %d, got %d", maxDepth, f.depth)
+	if f.set["call-bytes"] && f.callBytes < 1 {
+		return bad("--call-bytes must be 1 to %d, got %d", trawl.MaxCallBytes, f.callBytes)
 	}
-	if f.set["call-bytes"] && (f.callBytes < 1 || f.callBytes > maxCallBytes) {
-		return bad("--call-bytes must be 1 to %d, got %d", maxCallBytes, f.callBytes)
-	}
-	if f.set["max-bytes"] && (f.maxBytes < 1 || f.maxBytes > maxMaxBytes) {
-		return bad("--max-bytes must be 1 to %d, got %d", maxMaxBytes, f.maxBytes)
-	}
-	if f.errnos != "" && !f.errors {
-		return bad("--errno needs --errors")
+	if f.set["max-bytes"] && f.maxBytes < 1 {
+		return bad("--max-bytes must be 1 to %d, got %d", trawl.MaxBytes, f.maxBytes)
 	}
 	for _, name := range []string{"track-timeout", "track-objects"} {
 		if f.set[name] && f.track == "" {
@@ -218,12 +203,6 @@ func (f *traceFlags) validate(command []string) error {
 	if _, _, err := parseErrnos(f.errnos); err != nil {
 		return bad("--errno: %v", err)
 	}
-	if len(f.comm) > 15 {
-		return bad("--comm %q is longer than the kernel's 15 characters", f.comm)
-	}
-	if !slices.Contains(trawl.Backends, f.backend) {
-		return bad("--backend %q: want one of %s", f.backend, strings.Join(trawl.Backends, ", "))
-	}
 	n := 0
 	for _, set := range []bool{f.set["format"], f.json, f.tree, f.perfetto != "", f.stats} {
 		if set {
@@ -235,12 +214,6 @@ func (f *traceFlags) validate(command []string) error {
 	}
 	if !slices.Contains(formats, f.format) {
 		return bad("--format %q: want one of %s", f.format, strings.Join(formats, ", "))
-	}
-	if f.track != "" && f.outputFormat() == formatStats {
-		return bad("--track shows the calls of journeys: it cannot go with --stats")
-	}
-	if f.track != "" && len(f.entries) > 0 && f.errors {
-		return bad("--track cannot go with --entry and --errors (error chains)")
 	}
 	for _, name := range []string{"interval", "sort", "hist", "listen"} {
 		if f.set[name] && f.outputFormat() != formatStats {
@@ -262,8 +235,12 @@ func (f *traceFlags) validate(command []string) error {
 		return bad("--max-series %d: want at least 1", f.maxSeries)
 	}
 	if f.listen != "" {
-		if _, _, err := net.SplitHostPort(f.listen); err != nil {
-			return bad("--listen %q: want HOST:PORT or :PORT", f.listen)
+		_, port, err := net.SplitHostPort(f.listen)
+		if err == nil {
+			_, err = net.LookupPort("tcp", port)
+		}
+		if err != nil {
+			return bad("--listen %q: want HOST:PORT or :PORT, a port from 0 to 65535", f.listen)
 		}
 	}
 	if f.set["sort"] && !slices.Contains(render.SortColumns, f.sortBy) {
@@ -277,9 +254,6 @@ func (f *traceFlags) validate(command []string) error {
 	}
 	if !slices.Contains(colors, f.color) {
 		return bad("--color %q: want one of %s", f.color, strings.Join(colors, ", "))
-	}
-	if err := trawl.CheckRingBufferSize(int(f.ringBuffer)); err != nil {
-		return bad("--ring-buffer-size %s: %v", f.ringBuffer.String(), err)
 	}
 	for _, path := range []string{f.output, f.perfetto} {
 		if err := checkWritable(path); err != nil {
@@ -329,10 +303,11 @@ func (e *exitError) Error() string { return e.msg }
 // runTrace traces the functions patterns select, in command (if any) or
 // the whole system, as the flags f say.
 func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, stdout, stderr io.Writer) error {
-	if len(patterns) == 0 && len(f.entries) == 0 {
-		return fmt.Errorf("%w: no pattern: say which functions to trace, e.g. trawl 'tcp_*'", errUsage)
-	}
+	cfg := f.config(patterns)
 	if err := f.validate(command); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	if f.workload {
@@ -354,18 +329,6 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 
 	var child *gatedCommand
 	var err error
-	cfg := trawl.Config{Patterns: patterns, Entries: f.entries, Stack: f.stack, Backend: f.backend, PIDs: f.pids, Comm: f.comm, Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
-	cfg.Decode.Depth, cfg.Decode.MaxBytes, cfg.Decode.Full = f.depth, f.maxBytes, f.full
-	cfg.Capture.BufferBytes, cfg.Capture.Buffers = f.maxBytes, f.buffers
-	cfg.Capture.Depth, cfg.Capture.CallBytes = f.depth-1, f.callBytes
-	cfg.Show = f.show
-	cfg.CgroupExact = f.cgroupExact
-	cfg.Track, cfg.TrackTimeout, cfg.TrackObjects = f.track, f.trackFor, f.trackObjs
-	if errnos, except, _ := parseErrnos(f.errnos); except {
-		cfg.ExceptErrnos = errnos
-	} else {
-		cfg.Errnos = errnos
-	}
 	var ln net.Listener
 	if f.listen != "" {
 		if ln, err = listenMetrics(f.listen); err != nil {
@@ -380,8 +343,6 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 		defer child.kill()
 		cfg.PIDs = []int{child.cmd.Process.Pid}
 	}
-	cfg.RingBufferSize = int(f.ringBuffer)
-	cfg.Aggregate = f.outputFormat() == formatStats
 	cfg.Progress = attachProgress(notices, time.Now())
 	cfg.DetachProgress = detachProgress(notices)
 	cfg.Notify = func(n string) { fmt.Fprintln(notices, "trawl:", n) }
@@ -443,6 +404,26 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	}
 	readErr := readCalls(s, r, stop)
 	return finish(ctx, s, r, stop, child, readErr, stderr)
+}
+
+// config describes the trace the flags ask for; the command's process
+// and notices are added once they exist.
+func (f *traceFlags) config(patterns []string) trawl.Config {
+	cfg := trawl.Config{Patterns: patterns, Entries: f.entries, Stack: f.stack, Backend: f.backend, PIDs: f.pids, Comm: f.comm, Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
+	cfg.Decode.Depth, cfg.Decode.MaxBytes, cfg.Decode.Full = f.depth, f.maxBytes, f.full
+	cfg.Capture.BufferBytes, cfg.Capture.Buffers = f.maxBytes, f.buffers
+	cfg.Capture.Depth, cfg.Capture.CallBytes = max(f.depth-1, 0), f.callBytes
+	cfg.Show = f.show
+	cfg.CgroupExact = f.cgroupExact
+	cfg.Track, cfg.TrackTimeout, cfg.TrackObjects = f.track, f.trackFor, f.trackObjs
+	if errnos, except, _ := parseErrnos(f.errnos); except {
+		cfg.ExceptErrnos = errnos
+	} else {
+		cfg.Errnos = errnos
+	}
+	cfg.RingBufferSize = int(f.ringBuffer)
+	cfg.Aggregate = f.outputFormat() == formatStats
+	return cfg
 }
 
 // finish ends a trace that was stopped: the program is disarmed, what is

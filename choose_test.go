@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package session
+package trawl
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ import (
 )
 
 // kernelWith makes up a kernel that has the named backends' features.
-func kernelWith(names ...string) Probe {
+func kernelWith(names ...string) probeFunc {
 	return func(b *backend.Backend) error {
 		if slices.Contains(names, b.Name) {
 			return nil
@@ -68,7 +68,7 @@ func TestChooseAuto(t *testing.T) {
 		{"7.0, 20, --entry", all[:4], 20, 0, "fentry", true},
 		{"no kprobe.multi, fsession, --entry", []string{"fentry", "fsession"}, 100, 0, "fentry", true},
 	} {
-		b, why, err := Choose(Auto, selection(c.vmlinux, c.mods), c.gated, kernelWith(c.kernel...))
+		b, why, err := pickBackend(BackendAuto, selection(c.vmlinux, c.mods), c.gated, kernelWith(c.kernel...))
 		if err != nil || b.Name != c.want || why == "" {
 			t.Errorf("%s: %v (%q), %v; want %s", c.name, b.Name, why, err, c.want)
 		}
@@ -77,13 +77,13 @@ func TestChooseAuto(t *testing.T) {
 
 func TestChooseByName(t *testing.T) {
 	sel := selection(1, 0)
-	if b, _, err := Choose("kprobe-multi", sel, false, kernelWith("kprobe-multi")); err != nil || b != backend.KprobeMulti {
+	if b, _, err := pickBackend("kprobe-multi", sel, false, kernelWith("kprobe-multi")); err != nil || b != backend.KprobeMulti {
 		t.Errorf("kprobe-multi on a kernel with it: %v, %v", b, err)
 	}
-	if _, _, err := Choose("fsession", sel, false, kernelWith("fentry")); err == nil {
+	if _, _, err := pickBackend("fsession", sel, false, kernelWith("fentry")); err == nil {
 		t.Error("fsession on a kernel without it: no error")
 	}
-	if _, _, err := Choose(Auto, sel, false, kernelWith()); err == nil || !strings.Contains(err.Error(), "kprobe: not on this kernel") {
+	if _, _, err := pickBackend(BackendAuto, sel, false, kernelWith()); err == nil || !strings.Contains(err.Error(), "kprobe: not on this kernel") {
 		t.Errorf("auto on a kernel without any backend: %v, want what each lacks", err)
 	}
 	// arm64-5.10 at Debian's perf_event_paranoid 3: what the user can
@@ -94,19 +94,19 @@ func TestChooseByName(t *testing.T) {
 		}
 		return fmt.Errorf("%s: %w", b.Name, ebpf.ErrNotSupported)
 	}
-	if _, _, err := Choose(Auto, sel, false, paranoid); err == nil || !strings.HasPrefix(err.Error(), "no backend can attach on this kernel: kprobe: perf events need CAP_SYS_ADMIN") {
+	if _, _, err := pickBackend(BackendAuto, sel, false, paranoid); err == nil || !strings.HasPrefix(err.Error(), "no backend can attach on this kernel: kprobe: perf events need CAP_SYS_ADMIN") {
 		t.Errorf("auto where only a permission is missing: %v, want that first", err)
 	}
-	if _, _, err := Choose("uprobe", sel, false, kernelWith("fentry")); err == nil {
+	if _, _, err := pickBackend("uprobe", sel, false, kernelWith("fentry")); err == nil {
 		t.Error("an unknown backend: no error")
 	}
 }
 
 // TestRegistry checks every backend is complete and Names lists each once.
 func TestRegistry(t *testing.T) {
-	names := Names()
-	if names[0] != Auto || len(names) != len(backend.All())+1 {
-		t.Errorf("Names() = %v", names)
+	names := backendNames()
+	if names[0] != BackendAuto || len(names) != len(backend.All())+1 {
+		t.Errorf("backendNames() = %v", names)
 	}
 	for _, b := range backend.All() {
 		if b.Name == "" || b.Needs == nil || b.Attach == nil {
@@ -130,7 +130,7 @@ func TestAutoChoices(t *testing.T) {
 		{nil, ""},
 	} {
 		var got []string
-		for _, a := range AutoChoices(kernelWith(c.kernel...)) {
+		for _, a := range autoChoices(kernelWith(c.kernel...)) {
 			r := fmt.Sprintf("%d-%d", a.Min, a.Max)
 			if a.Max == 0 {
 				r = fmt.Sprintf("%d+", a.Min)

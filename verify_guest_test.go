@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package session
+package trawl
 
 import (
 	"os"
@@ -41,7 +41,7 @@ func TestVerifiedInstructions(t *testing.T) {
 		for name, cfg := range configs {
 			t.Run(b.Name+"/"+name, func(t *testing.T) {
 				cfg.Backend, cfg.RingBufferSize = b.Name, 1<<20
-				s, err := Open(t.Context(), cat, cfg, LiveProbe)
+				s, err := open(t.Context(), cat, cfg, liveProbe)
 				if err != nil {
 					t.Fatal(err)
 				}

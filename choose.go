@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package session
+package trawl
 
 import (
 	"errors"
@@ -14,12 +14,9 @@ import (
 	"github.com/trawl-dev/trawl/internal/selector"
 )
 
-// Auto is the backend name that lets Choose pick (trawl.BackendAuto).
-const Auto = "auto"
-
-// Names lists the backend names Config.Backend takes, Auto first.
-func Names() []string {
-	names := []string{Auto}
+// backendNames lists the names Config.Backend takes, BackendAuto first.
+func backendNames() []string {
+	names := []string{BackendAuto}
 	for _, b := range backend.All() {
 		names = append(names, b.Name)
 	}
@@ -37,12 +34,12 @@ const autoTrampolineMax = 20
 // 0.16 s with fsession, fifteen 1.76 s and 2.2 s.
 const autoSessionMax = 8
 
-// Probe says whether the running kernel has what a backend needs: nil if
-// it has. LiveProbe asks the kernel; tests make up kernels.
-type Probe func(*backend.Backend) error
+// probeFunc says whether the running kernel has what a backend needs: nil if
+// it has. liveProbe asks the kernel; tests make up kernels.
+type probeFunc func(*backend.Backend) error
 
-// LiveProbe probes the running kernel for the backend's feature.
-func LiveProbe(b *backend.Backend) error { return b.Needs() }
+// liveProbe probes the running kernel for the backend's feature.
+func liveProbe(b *backend.Backend) error { return b.Needs() }
 
 // Choose returns the backend named name for the selection, checked with
 // probe, and why. For Auto it weighs attach cost, which grows with the
@@ -67,8 +64,8 @@ func LiveProbe(b *backend.Backend) error { return b.Needs() }
 //   - With --entry (gated), fentry instead of fsession, which then
 //     attaches fentry's programs: an fsession exit runs for every call,
 //     fentry's returns at once for a call outside every entry call.
-func Choose(name string, sel *selector.Selection, gated bool, probe Probe) (*backend.Backend, string, error) {
-	if name == Auto || name == "" {
+func pickBackend(name string, sel *selector.Selection, gated bool, probe probeFunc) (*backend.Backend, string, error) {
+	if name == BackendAuto || name == "" {
 		b, why := auto(sel, gated, probe)
 		if b == nil {
 			return nil, "", noBackend(probe)
@@ -77,7 +74,7 @@ func Choose(name string, sel *selector.Selection, gated bool, probe Probe) (*bac
 	}
 	b := backend.Find(name)
 	if b == nil {
-		return nil, "", fmt.Errorf("unknown backend %q (want %s)", name, strings.Join(Names(), ", "))
+		return nil, "", fmt.Errorf("unknown backend %q (want %s)", name, strings.Join(backendNames(), ", "))
 	}
 	if err := probe(b); err != nil {
 		return nil, "", fmt.Errorf("%s backend: %w", name, err)
@@ -85,7 +82,7 @@ func Choose(name string, sel *selector.Selection, gated bool, probe Probe) (*bac
 	return b, "chosen by the caller", nil
 }
 
-func auto(sel *selector.Selection, gated bool, probe Probe) (*backend.Backend, string) {
+func auto(sel *selector.Selection, gated bool, probe probeFunc) (*backend.Backend, string) {
 	n := len(sel.Selected)
 	// can reports whether b can attach the selection on this kernel. With
 	// --entry (gated), fsession is passed over: it would attach fentry's
@@ -119,7 +116,7 @@ func auto(sel *selector.Selection, gated bool, probe Probe) (*backend.Backend, s
 // noBackend says why no backend can attach on this kernel: what each
 // lacks, those that only lack a permission first (what the user can
 // change).
-func noBackend(probe Probe) error {
+func noBackend(probe probeFunc) error {
 	var lack, refused []string
 	for _, b := range backend.All() {
 		switch err := probe(b); {
@@ -132,18 +129,18 @@ func noBackend(probe Probe) error {
 	return fmt.Errorf("no backend can attach on this kernel: %s", strings.Join(append(refused, lack...), "; "))
 }
 
-// AutoChoice is what Auto picks for selections of a range of sizes.
-type AutoChoice struct {
+// autoChoice is what Auto picks for selections of a range of sizes.
+type autoChoice struct {
 	// Min and Max bound the number of functions, Max 0 for no bound.
 	Min, Max int
 	Backend  *backend.Backend
 }
 
-// AutoChoices returns what Auto picks for selections of vmlinux functions
+// autoChoices returns what Auto picks for selections of vmlinux functions
 // of every size on the kernel probe describes, in ranges of sizes with
 // the same pick, smallest first; none when no backend can attach.
-func AutoChoices(probe Probe) []AutoChoice {
-	var choices []AutoChoice
+func autoChoices(probe probeFunc) []autoChoice {
+	var choices []autoChoice
 	for _, r := range [][2]int{{1, autoSessionMax}, {autoSessionMax + 1, autoTrampolineMax}, {autoTrampolineMax + 1, 0}} {
 		sel := &selector.Selection{}
 		for i := range r[0] {
@@ -157,7 +154,7 @@ func AutoChoices(probe Probe) []AutoChoice {
 			choices[n-1].Max = r[1]
 			continue
 		}
-		choices = append(choices, AutoChoice{Min: r[0], Max: r[1], Backend: b})
+		choices = append(choices, autoChoice{Min: r[0], Max: r[1], Backend: b})
 	}
 	return choices
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package session
+package trawl
 
 import (
 	"os"
@@ -18,7 +18,7 @@ import (
 // plans the tracked slots, clones and free functions, on a real arm64
 // kernel's BTF.
 func TestTracker(t *testing.T) {
-	cat, err := kernel.Load(os.DirFS("../kernel/testdata/arm64"))
+	cat, err := kernel.Load(os.DirFS("internal/kernel/testdata/arm64"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,17 +80,17 @@ func TestTracker(t *testing.T) {
 	for _, fn := range sel.Selected[before:] {
 		life := tr.life[fn.Name]
 		if !life.Free && !life.Drop {
-			t.Errorf("%s added, not a function of Life", fn.Name)
+			t.Errorf("%s added, not a function of lifeEnds", fn.Name)
 		}
 	}
 }
 
-// TestLifeTypes checks the types of Life are written as patterns compare
+// TestLifeTypes checks the types of lifeEnds are written as patterns compare
 // them, and no function is both a free and a drop.
 func TestLifeTypes(t *testing.T) {
-	for typ, fns := range Life {
+	for typ, fns := range lifeEnds {
 		if selector.NormalizeType(typ) != typ || !strings.HasSuffix(typ, " *") {
-			t.Errorf("Life type %q: want it as trawl list writes it", typ)
+			t.Errorf("lifeEnds type %q: want it as trawl list writes it", typ)
 		}
 		for _, name := range fns.Frees {
 			if slices.Contains(fns.Drops, name) {

@@ -1,10 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package session runs a trace: it selects the functions, plans their
-// capture, loads the capture program, attaches it with a backend and arms
-// it, then reads the calls it sends. The root package trawl is its public
-// face.
-package session
+package trawl
 
 import (
 	"cmp"
@@ -17,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -32,92 +27,12 @@ import (
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"github.com/trawl-dev/trawl/internal/plan"
-	"github.com/trawl-dev/trawl/internal/selector"
 	"github.com/trawl-dev/trawl/internal/skip"
-	"github.com/trawl-dev/trawl/render"
 )
-
-// Config says what to trace and how; trawl.Config documents each field.
-// Notify must be set.
-type Config struct {
-	Patterns             []string
-	Entries              []string
-	Backend              string
-	PIDs                 []int
-	Comm, Cgroup, Filter string
-	Show                 []string
-	MinDuration          time.Duration
-	Errors               bool
-	CgroupExact          bool
-	Errnos, ExceptErrnos []syscall.Errno
-	Stack                bool
-	Budgets              plan.Options
-	Values               decode.Options
-	Progress             backend.Progress
-	DetachProgress       func(done, total int)
-	Notify               func(string)
-	// RingBufferSize is the ring buffer's size in bytes, checked.
-	RingBufferSize int
-	// Aggregate counts the calls in the kernel (FunctionStats) instead
-	// of sending them.
-	Aggregate bool
-	// Track is the type --track follows (or the name of arguments of
-	// it), TrackTimeout how long an object no call receives stays
-	// tracked (0: no limit), TrackObjects how many are tracked at once
-	// (0: DefaultTrackObjects).
-	Track        string
-	TrackTimeout time.Duration
-	TrackObjects int
-}
 
 // errTooManySlots leaves out functions whose arguments take more slots
 // than the capture program reads.
 var errTooManySlots = fmt.Errorf("more than the %d argument slots trawl reads", backend.MaxSlots)
-
-// ErrClosed is returned by Read once the session is closed.
-var ErrClosed = ringbuf.ErrClosed
-
-// Session is a running trace.
-type Session struct {
-	Selection *selector.Selection
-	Backend   *backend.Backend
-	plans     []*plan.Plan
-	targets   []backend.Target
-	flt       *filters
-	show      *shows
-	// stacks symbolises the calls' kernel stacks, with --stack.
-	stacks *stackFrames
-	// entries are the functions --entry selected.
-	entries map[*kernel.Function]bool
-	// track is set with --track.
-	track    *tracker
-	capture  backend.Capture
-	attached *backend.Attachment
-	fork     link.Link
-	reader   *ringbuf.Reader
-	exit     link.Link
-	decoder  *event.Decoder
-	// layouts are the targets' plans as the capture program reads them.
-	layouts   []bpf.CapturePlan
-	planSkips skip.Reasons
-	detached  func(done, total int)
-	closeOnce sync.Once
-	stopOnce  sync.Once
-	rec       ringbuf.Record
-	// watched is the context Read was last given, and unwatch stops
-	// watching it (see watch).
-	watched context.Context
-	unwatch func() bool
-	// received and discarded count the records read from the ring
-	// buffer: decoded by Read, or dropped unread by Discard.
-	received, discarded uint64
-	// final holds the counters read in Close, after detaching.
-	final *Counts
-	// aggregate says the calls are counted in the kernel; finalStats
-	// holds their figures read in Close, after detaching.
-	aggregate  bool
-	finalStats []render.FunctionStats
-}
 
 // Open traces the functions of cat that cfg selects: it selects them,
 // chooses the backend, plans their capture, loads the capture program,
@@ -130,7 +45,7 @@ type Session struct {
 // kernel work for the backends that attach every function at once, and
 // filling the program's maps and readying the decoding of the calls,
 // which the program, attached unarmed, neither reads nor sends yet.
-func Open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe Probe) (_ *Session, err error) {
+func open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe probeFunc) (_ *Session, err error) {
 	if n := cat.Notice(); n != "" {
 		cfg.Notify(n)
 	}
@@ -209,10 +124,10 @@ func (s *Session) planAndLoad(cat *kernel.Catalogue, cfg Config) error {
 // it runs: the selected functions, less, for trampolines, those without a
 // BTF prototype.
 func (s *Session) mostTargets() int {
-	n := len(s.Selection.Selected)
-	if s.Backend.Family == plan.Trampoline {
+	n := len(s.sel.Selected)
+	if s.backend.Family == plan.Trampoline {
 		n = 0
-		for _, fn := range s.Selection.Selected {
+		for _, fn := range s.sel.Selected {
 			if fn.HasProto() {
 				n++
 			}
@@ -230,7 +145,7 @@ func timed(step string, run func() error) error {
 }
 
 // choose selects the functions and the backend.
-func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe Probe) error {
+func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe probeFunc) error {
 	flt, err := newFilters(cfg, cat)
 	if err != nil {
 		return err
@@ -239,19 +154,19 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe Probe) error {
 	if s.show, err = newShows(cfg.Show, cat); err != nil {
 		return err
 	}
-	if s.Selection, s.entries, err = selectWithEntries(cat, cfg.Patterns, cfg.Entries); err != nil {
+	if s.sel, s.entries, err = selectWithEntries(cat, cfg.Patterns, cfg.Entries); err != nil {
 		return err
 	}
 	if cfg.Track != "" {
-		if s.track, err = newTracker(cfg.Track, s.Selection.Selected); err != nil {
+		if s.track, err = newTracker(cfg.Track, s.sel.Selected); err != nil {
 			return err
 		}
-		s.track.addLifeFuncs(cat, s.Selection)
+		s.track.addLifeFuncs(cat, s.sel)
 	}
-	if s.Backend, _, err = Choose(cfg.Backend, s.Selection, len(cfg.Entries) > 0, probe); err != nil {
+	if s.backend, _, err = pickBackend(cfg.Backend, s.sel, len(cfg.Entries) > 0, probe); err != nil {
 		return err
 	}
-	if s.track != nil && s.Backend == backend.Fentry {
+	if s.track != nil && s.backend == backend.Fentry {
 		// fentry's programs before 5.17 (fentry_one) read the arguments
 		// they save, not those --track looks for in other calls.
 		if err := features.FuncArgHelpers(); err != nil {
@@ -259,11 +174,11 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe Probe) error {
 		}
 	}
 	if cfg.Cgroup != "" && !cfg.CgroupExact {
-		if err := features.AncestorCgroup(s.Backend.Family == plan.Kprobe); err != nil {
-			return fmt.Errorf("--cgroup %s takes its descendants in, which the %s backend cannot on this kernel: use --cgroup-exact: %w", cfg.Cgroup, s.Backend.Name, err)
+		if err := features.AncestorCgroup(s.backend.Family == plan.Kprobe); err != nil {
+			return fmt.Errorf("--cgroup %s takes its descendants in, which the %s backend cannot on this kernel: use --cgroup-exact: %w", cfg.Cgroup, s.backend.Name, err)
 		}
 	}
-	return s.Backend.Fits(len(s.Selection.Selected), len(cfg.Entries) > 0)
+	return s.backend.Fits(len(s.sel.Selected), len(cfg.Entries) > 0)
 }
 
 // plan plans the capture of each selected function the backend can
@@ -277,14 +192,14 @@ func (s *Session) plan(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	sel := s.Selection
-	planner := plan.NewPlanner(cfg.Budgets)
+	sel := s.sel
+	planner := plan.NewPlanner(cfg.Capture.budgets())
 	s.targets = make([]backend.Target, 0, len(sel.Selected))
 	s.plans = make([]*plan.Plan, 0, len(sel.Selected))
 	for _, fn := range sel.Selected {
 		p, err := planner.Plan(fn)
 		if err == nil {
-			err = p.Attachable(s.Backend.Family, arch, version)
+			err = p.Attachable(s.backend.Family, arch, version)
 		}
 		if err == nil && p.NumSlots > backend.MaxSlots {
 			err = fmt.Errorf("%w: %d", errTooManySlots, p.NumSlots)
@@ -334,7 +249,7 @@ func (s *Session) plan(cfg Config) error {
 		return s.flt.noneLeft(len(sel.Selected))
 	}
 	if len(s.targets) == 0 {
-		return fmt.Errorf("none of the %d selected functions can be attached with %s: %s", len(sel.Selected), s.Backend.Name, strings.Join(s.planSkips.Summary(1), "; "))
+		return fmt.Errorf("none of the %d selected functions can be attached with %s: %s", len(sel.Selected), s.backend.Name, strings.Join(s.planSkips.Summary(1), "; "))
 	}
 	return s.wire(arch)
 }
@@ -403,8 +318,8 @@ func (s *Session) prepare(cat *kernel.Catalogue, cfg Config, n int, coded []back
 	if err := backend.Relocate(spec, cat.Spec("")); err != nil {
 		return nil, err
 	}
-	if prepare := s.Backend.Prepare; prepare != nil {
-		if err := prepare(spec, s.Selection.Selected); err != nil {
+	if prepare := s.backend.Prepare; prepare != nil {
+		if err := prepare(spec, s.sel.Selected); err != nil {
 			return nil, err
 		}
 	}
@@ -413,7 +328,7 @@ func (s *Session) prepare(cat *kernel.Catalogue, cfg Config, n int, coded []back
 
 // load loads the maps of spec and the programs the backend keeps.
 func (s *Session) load(spec *ebpf.CollectionSpec, cfg Config) error {
-	keep := slices.Clone(s.Backend.Keeps)
+	keep := slices.Clone(s.backend.Keeps)
 	if len(cfg.PIDs) > 0 {
 		// Only a trace of some processes follows their forks and exits
 		// (followPIDs): two verifier runs less for the others.
@@ -463,7 +378,7 @@ func (s *Session) fill() error {
 		return fmt.Errorf("store the capture layouts: %w", err)
 	}
 	s.layouts = nil // 8 MB with every function, and the kernel has them now
-	if fill := s.Backend.Fill; fill != nil {
+	if fill := s.backend.Fill; fill != nil {
 		return fill(coll, s.targets)
 	}
 	return nil
@@ -472,7 +387,7 @@ func (s *Session) fill() error {
 // attach attaches the capture program with the backend.
 func (s *Session) attach(ctx context.Context, progress backend.Progress) error {
 	var err error
-	s.attached, err = s.Backend.Attach(ctx, s.capture, s.targets, progress)
+	s.attached, err = s.backend.Attach(ctx, s.capture, s.targets, progress)
 	if err != nil {
 		return err
 	}
@@ -491,11 +406,11 @@ func (s *Session) ready(cat *kernel.Catalogue, cfg Config) {
 	// A catalogue of some functions reads every symbol at the first
 	// address decoded: start now, before the first calls come.
 	go sym.Prepare()
-	s.decoder = event.NewDecoder(s.plans, cfg.Values, sym)
+	s.decoder = event.NewDecoder(s.plans, decode.Options(cfg.Decode), sym)
 	s.decoder.Show(s.show.blocks)
 	if cfg.Stack {
 		s.stacks = &stackFrames{m: s.capture.Collection.Maps[bpf.CaptureMapStacks], sym: sym, cache: map[uint32][]string{},
-			trampoline: s.Backend.Family == plan.Trampoline, started: map[startKey][]string{}}
+			trampoline: s.backend.Family == plan.Trampoline, started: map[startKey][]string{}}
 	}
 }
 
@@ -552,11 +467,8 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, n int) error {
 	if err := sizeAggregation(spec, cfg, n); err != nil {
 		return fmt.Errorf("set up the statistics: %w", err)
 	}
-	var comm [16]byte
-	if len(cfg.Comm) >= len(comm) {
-		return fmt.Errorf("comm %q is longer than the kernel's 15 characters", cfg.Comm)
-	}
-	copy(comm[:], cfg.Comm)
+	var comm [MaxCommLen + 1]byte
+	copy(comm[:], cfg.Comm) // Validate checked it fits
 	set := map[string]any{
 		bpf.CaptureVarFilterPids: uint32(min(len(cfg.PIDs), 1)),
 		bpf.CaptureVarFilterComm: comm,
@@ -590,222 +502,6 @@ func (s *Session) followPIDs(pids []int) error {
 		return fmt.Errorf("follow exits: %w", err)
 	}
 	return nil
-}
-
-// Read blocks until the next call and decodes it into c. It returns
-// ErrClosed once the session is closed, ctx's error once ctx is done, and
-// os.ErrDeadlineExceeded when the deadline set by SetDeadline passes
-// first. A context that is never done costs nothing per call; another
-// costs one check per call, and a watch each time Read is given a new one.
-func (s *Session) Read(ctx context.Context, c *render.Call) error {
-	if ctx.Done() != nil || s.watched != nil {
-		if err := s.watch(ctx); err != nil {
-			return err
-		}
-	}
-	for {
-		err := s.reader.ReadInto(&s.rec)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, ringbuf.ErrFlushed) {
-			return err
-		}
-		// A watched context was done (see watch).
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return ctxErr
-		}
-	}
-	s.received++
-	r, err := event.Parse(s.rec.RawSample)
-	if err != nil {
-		return err
-	}
-	if err := s.decoder.Call(&r, c); err != nil {
-		return err
-	}
-	if r.Stack != 0 && s.stacks != nil {
-		c.Stack = s.stacks.startAt(r.Stack-1, s.plans[r.Func].Func)
-	}
-	return nil
-}
-
-// watch makes a blocked Read return once ctx is done, by flushing the
-// reader (SetDeadline would wait for the blocked Read to end), and
-// returns ctx's error if it is done.
-func (s *Session) watch(ctx context.Context) error {
-	if ctx != s.watched {
-		if s.unwatch != nil {
-			s.unwatch()
-		}
-		s.watched = ctx
-		s.unwatch = context.AfterFunc(ctx, func() { s.reader.Flush() })
-	}
-	return ctx.Err()
-}
-
-// Stop stops tracing new calls at once, at any call rate: the program
-// ignores entries from now on, while calls in flight still end and are
-// sent. The calls already sent stay readable with Read until Close.
-func (s *Session) Stop() error {
-	var err error
-	s.stopOnce.Do(func() {
-		if err = s.setArmed(bpf.CaptureArmStateARM_STOPPED); err != nil {
-			err = fmt.Errorf("disarm the capture program: %w", err)
-		}
-	})
-	return err
-}
-
-// Discard drops the calls waiting in the ring buffer without decoding
-// them and returns how many it dropped; Counts counts them as Discarded.
-func (s *Session) Discard() (int, error) {
-	n := 0
-	s.reader.SetDeadline(time.Now())
-	defer s.reader.SetDeadline(time.Time{})
-	for {
-		err := s.reader.ReadInto(&s.rec)
-		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringbuf.ErrClosed):
-			return n, nil
-		case errors.Is(err, ringbuf.ErrFlushed): // a done context's flush
-			continue
-		case err != nil:
-			return n, err
-		}
-		n++
-		s.received++
-		s.discarded++
-	}
-}
-
-// SetDeadline makes Read return os.ErrDeadlineExceeded once t has passed
-// and no call is waiting; the zero time waits forever.
-func (s *Session) SetDeadline(t time.Time) { s.reader.SetDeadline(t) }
-
-// Counts are what the session counted: the capture program's counters
-// and the session's own.
-type Counts struct {
-	// Counters holds the capture program's counters by their capture.h
-	// name (CNT_MISS_EXIT), summed over the CPUs.
-	Counters map[string]uint64
-	// Received and Discarded count the calls read from the ring buffer,
-	// and those of them dropped unread by Discard.
-	Received, Discarded uint64
-	// Counted counts the calls an aggregating session counted in the
-	// kernel.
-	Counted uint64
-	// TrackEvicted counts, with --track, the objects the kernel's map
-	// of tracked objects evicted, being full.
-	TrackEvicted uint64
-	// Attached counts the functions attached, Skipped lists the others.
-	Attached int
-	Skipped  skip.Reasons
-	// RecursionMisses counts, per program, the runs the kernel skipped.
-	RecursionMisses map[string]uint64
-}
-
-// Counts reads the counters. After Close it returns those read once
-// everything was detached.
-func (s *Session) Counts() (Counts, error) {
-	if s.final != nil {
-		return *s.final, nil
-	}
-	c := Counts{Skipped: skip.Reasons{}, Received: s.received, Discarded: s.discarded}
-	c.Skipped.Merge(s.planSkips)
-	if s.attached != nil {
-		c.Attached = s.attached.Attached
-		c.RecursionMisses = s.attached.RecursionMisses()
-		c.Skipped.Merge(s.attached.Skipped)
-	}
-	if s.capture.Collection == nil {
-		return c, nil
-	}
-	var err error
-	if c.Counters, err = readCounters(s.capture.Collection.Maps[bpf.CaptureMapCounters]); err != nil {
-		return c, fmt.Errorf("read counters: %w", err)
-	}
-	if s.aggregate {
-		if c.Counted, err = s.counted(); err != nil {
-			return c, err
-		}
-	}
-	if s.track != nil {
-		live, err := trackedNow(s.capture.Collection.Maps[bpf.CaptureMapTracks])
-		if err != nil {
-			return c, fmt.Errorf("read the tracked objects: %w", err)
-		}
-		// Exact once nothing runs; while tracing, an estimate.
-		gone := c.Counters["CNT_TRACK_FREED"] + c.Counters["CNT_TRACK_EXPIRED"] + live
-		if tracked := c.Counters["CNT_TRACKED"]; tracked > gone {
-			c.TrackEvicted = tracked - gone
-		}
-	}
-	return c, nil
-}
-
-// readCounters reads each of the capture program's per-CPU counters in m,
-// named as the program's BTF names them (bpf.Counters).
-func readCounters(m *ebpf.Map) (map[string]uint64, error) {
-	counters, err := bpf.Counters()
-	if err != nil {
-		return nil, err
-	}
-	sums := make(map[string]uint64, len(counters))
-	for _, c := range counters {
-		var perCPU []uint64
-		if err := m.Lookup(c.Key, &perCPU); err != nil {
-			return nil, fmt.Errorf("%s: %w", c.Name, err)
-		}
-		for _, v := range perCPU {
-			sums[c.Name] += v
-		}
-	}
-	return sums, nil
-}
-
-// Close detaches everything and frees the programs and maps. Calls that
-// ended after the last Read are counted as Discarded; calls still in
-// flight when Close begins are neither sent nor counted. Counts returns
-// the final counters after Close.
-func (s *Session) Close() error {
-	var errs []error
-	s.closeOnce.Do(func() {
-		if s.unwatch != nil {
-			s.unwatch()
-		}
-		if s.attached != nil {
-			// The programs return at once while the links go: a call
-			// ending now would only be discarded below. The exit
-			// program on every function slowed kprobe-multi's detach
-			// 1.8 times over empty programs' (amd64-7.3).
-			if s.capture.Collection != nil {
-				errs = append(errs, s.setArmed(bpf.CaptureArmStateARM_OFF))
-			}
-			errs = append(errs, s.attached.Close(s.detached))
-		}
-		for _, l := range []link.Link{s.fork, s.exit} {
-			if l != nil {
-				errs = append(errs, l.Close())
-			}
-		}
-		if s.reader != nil {
-			// Nothing runs any more: what is left was never read.
-			_, err := s.Discard()
-			c, countsErr := s.Counts()
-			s.final = &c
-			errs = append(errs, err, countsErr, s.reader.Close())
-		}
-		if s.aggregate && s.capture.Collection != nil {
-			fs, err := s.FunctionStats()
-			s.finalStats = fs
-			errs = append(errs, err)
-		}
-		if s.capture.Collection != nil {
-			s.capture.Collection.Close()
-		}
-	})
-	return errors.Join(errs...)
 }
 
 // logVerified logs how many instructions the verifier processed for each

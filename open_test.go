@@ -1,13 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package session
+package trawl
 
 import (
-	"context"
-	"errors"
-	"os"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -16,7 +12,6 @@ import (
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/selector"
-	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 	"github.com/trawl-dev/trawl/render"
 )
 
@@ -36,9 +31,6 @@ func TestConfigure(t *testing.T) {
 	if got := spec.Maps[bpf.CaptureMapPlans].MaxEntries; got != 3 {
 		t.Errorf("room for %d plans, want 3", got)
 	}
-	if err := configure(spec, Config{RingBufferSize: 1 << 20, Comm: "a-name-too-long-for-the-kernel"}, 1); err == nil {
-		t.Error("a 30-character comm was configured")
-	}
 }
 
 // TestTakeContents checks that the address table's entries are taken out
@@ -56,63 +48,6 @@ func TestTakeContents(t *testing.T) {
 	}
 	if len(spec.Maps[".rodata"].Contents) != 1 {
 		t.Error(".rodata lost its contents")
-	}
-}
-
-// TestRingBufferSizeLoaded checks that the kernel's ring buffer map has
-// the size asked for.
-func TestRingBufferSizeLoaded(t *testing.T) {
-	guest.Require(t)
-	const size = 256 << 10
-	cat, release, err := kernel.Hold()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	s, err := Open(t.Context(), cat, Config{Patterns: []string{"vfs_read"}, RingBufferSize: size, Notify: func(n string) { t.Log(n) }}, LiveProbe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if got := s.capture.Collection.Maps[bpf.CaptureMapEvents].MaxEntries(); got != size {
-		t.Errorf("ring buffer of %d bytes, want %d", got, size)
-	}
-}
-
-// TestReadContext checks that a Read waiting for calls returns once its
-// context is done, and that the next Read, with another context, waits
-// for the deadline SetDeadline set again.
-func TestReadContext(t *testing.T) {
-	guest.Require(t)
-	cat, release, err := kernel.Hold()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	// Only BPF_PROG_TEST_RUN calls it: no call comes.
-	cfg := Config{Patterns: []string{"bpf_fentry_test1"}, RingBufferSize: 1 << 20, Notify: func(n string) { t.Log(n) }}
-	s, err := Open(t.Context(), cat, cfg, LiveProbe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var c render.Call
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	if err := s.Read(ctx, &c); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Read with a context that times out: %v", err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Read returned %s after its context was done", d)
-	}
-	s.SetDeadline(time.Now().Add(200 * time.Millisecond))
-	start = time.Now()
-	if err := s.Read(context.Background(), &c); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("Read after a deadline: %v", err)
-	}
-	if d := time.Since(start); d < 150*time.Millisecond {
-		t.Errorf("Read returned after %s, before the deadline", d)
 	}
 }
 
@@ -144,7 +79,7 @@ func TestMostTargets(t *testing.T) {
 		{backend.TracingMulti, sel, 2},
 		{backend.Fentry, selection(2, 0), 1},
 	} {
-		s := &Session{Selection: c.sel, Backend: c.backend}
+		s := &Session{sel: c.sel, backend: c.backend}
 		if got := s.mostTargets(); got != c.want {
 			t.Errorf("%s, %d selected: %d targets at most, want %d", c.backend.Name, len(c.sel.Selected), got, c.want)
 		}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package session
+package trawl
 
 import (
 	"cmp"
@@ -20,7 +20,7 @@ import (
 	"github.com/trawl-dev/trawl/internal/skip"
 )
 
-// Life lists, per type --track follows, the functions at the end of an
+// lifeEnds lists, per type --track follows, the functions at the end of an
 // object's life: docs/track.md shows this table. All of them the kernel
 // has (some are inlined, renamed or newer) are traced with --track,
 // whether the patterns select them or not, so that journeys show how
@@ -31,7 +31,7 @@ import (
 // (sk_skb_reason_drop from 6.10), whose reason argument, enum
 // skb_drop_reason, says why a packet was dropped, and consume_skb for
 // packets that arrived. Neither starts a journey.
-var Life = map[string]LifeFuncs{
+var lifeEnds = map[string]endOfLife{
 	"struct sk_buff *": {
 		Frees: []string{"__kfree_skb", "kfree_skbmem", "__napi_kfree_skb", "napi_skb_cache_put", "kfree_skb_partial"},
 		Drops: []string{"kfree_skb_reason", "sk_skb_reason_drop", "kfree_skb_list_reason", "consume_skb", "napi_consume_skb"},
@@ -45,21 +45,21 @@ var Life = map[string]LifeFuncs{
 	"struct nf_conn *":     {Frees: []string{"nf_conntrack_free"}, Drops: []string{"nf_ct_destroy"}},
 }
 
-// LifeFuncs are the functions at the end of the life of objects of a
-// type (see Life).
-type LifeFuncs struct {
+// endOfLife are the functions at the end of the life of objects of a
+// type (see lifeEnds).
+type endOfLife struct {
 	Frees, Drops []string
 }
 
-// DefaultTrackObjects is how many objects --track follows at once by
+// defaultTrackObjects is how many objects --track follows at once by
 // default: the size of the kernel's maps of them, about 200 bytes each.
-const DefaultTrackObjects = 16384
+const defaultTrackObjects = 16384
 
-// AllLifeFuncs lists the functions of Life, for a catalogue that must
+// allLifeFuncs lists the functions of lifeEnds, for a catalogue that must
 // hold them.
-func AllLifeFuncs() []string {
+func allLifeFuncs() []string {
 	var names []string
-	for _, fns := range Life {
+	for _, fns := range lifeEnds {
 		names = append(names, fns.Frees...)
 		names = append(names, fns.Drops...)
 	}
@@ -72,7 +72,7 @@ func AllLifeFuncs() []string {
 type tracker struct {
 	// typ is the type as patterns write it, "struct sk_buff *".
 	typ string
-	// life holds the functions of Life for typ.
+	// life holds the functions of lifeEnds for typ.
 	life map[string]plan.Track
 	// is caches, per BTF type, whether it is typ.
 	is map[btf.Type]bool
@@ -121,10 +121,10 @@ func newTracker(spec string, fns []*kernel.Function) (*tracker, error) {
 		return nil, fmt.Errorf("--track %q: %s is not a pointer type: trawl follows objects by their address", spec, typ)
 	}
 	t := &tracker{typ: typ, life: map[string]plan.Track{}, is: map[btf.Type]bool{}, noStart: skip.Reasons{}}
-	for _, name := range Life[typ].Frees {
+	for _, name := range lifeEnds[typ].Frees {
 		t.life[name] = plan.Track{Free: true}
 	}
-	for _, name := range Life[typ].Drops {
+	for _, name := range lifeEnds[typ].Drops {
 		t.life[name] = plan.Track{Drop: true}
 	}
 	return t, nil
@@ -175,10 +175,10 @@ func (t *tracker) skipReason() string {
 	return "no argument of the tracked type " + t.typ
 }
 
-// addLifeFuncs adds the type's functions of Life the kernel has to the
+// addLifeFuncs adds the type's functions of lifeEnds the kernel has to the
 // selection, traceable and not denied, unless it has them.
 func (t *tracker) addLifeFuncs(cat *kernel.Catalogue, sel *selector.Selection) {
-	life := Life[t.typ]
+	life := lifeEnds[t.typ]
 	for _, name := range append(slices.Clone(life.Frees), life.Drops...) {
 		for _, fn := range cat.Lookup(name) {
 			if fn.Traceable && selector.Denied(fn) == "" && !slices.Contains(sel.Selected, fn) {
@@ -193,7 +193,7 @@ func configureTrack(spec *ebpf.CollectionSpec, cfg Config) error {
 	if cfg.Track == "" {
 		return nil
 	}
-	n := uint32(cmp.Or(cfg.TrackObjects, DefaultTrackObjects))
+	n := uint32(cmp.Or(cfg.TrackObjects, defaultTrackObjects))
 	spec.Maps[bpf.CaptureMapTracks].MaxEntries = n
 	spec.Maps[bpf.CaptureMapJourneys].MaxEntries = n
 	set := map[string]any{

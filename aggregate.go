@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package session
+package trawl
 
 import (
 	"encoding/binary"
@@ -17,10 +17,6 @@ import (
 // maxErrnos bounds the (function, errno) pairs an aggregating session
 // counts; errors beyond are counted in CNT_MISS_ERRNO.
 const maxErrnos = 16384
-
-// ErrNotAggregating is returned by FunctionStats of a session that sends
-// each call instead.
-var ErrNotAggregating = errors.New("the session sends each call: it counts no statistics in the kernel")
 
 // sizeAggregation sizes the maps of the in-kernel statistics: one entry
 // each unless cfg aggregates.

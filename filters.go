@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package session
+package trawl
 
 import (
 	"errors"
@@ -41,9 +41,6 @@ type filters struct {
 // exists.
 func newFilters(cfg Config, cat *kernel.Catalogue) (*filters, error) {
 	f := &filters{minDuration: cfg.MinDuration, errors: cfg.Errors, skips: skip.Reasons{}}
-	if cfg.MinDuration < 0 {
-		return nil, fmt.Errorf("negative minimum duration %v", cfg.MinDuration)
-	}
 	if cfg.Cgroup != "" {
 		id, err := cgroupID(cfg.Cgroup)
 		if err != nil {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package session
+package trawl
 
 import (
 	"errors"
@@ -15,8 +15,8 @@ import (
 	"github.com/trawl-dev/trawl/internal/skip"
 )
 
-// MaxShow is the most --show expressions a session takes.
-const MaxShow = 8
+// maxShow is the most --show expressions a session takes.
+const maxShow = 8
 
 // shows are the --show expressions of a session.
 type shows struct {
@@ -35,9 +35,6 @@ func newShows(srcs []string, cat *kernel.Catalogue) (*shows, error) {
 	sh := &shows{missing: skip.Reasons{}}
 	if len(srcs) == 0 {
 		return sh, nil
-	}
-	if len(srcs) > MaxShow {
-		return nil, fmt.Errorf("%d --show expressions, at most %d", len(srcs), MaxShow)
 	}
 	for _, src := range srcs {
 		e, err := filter.ParseShow(src)

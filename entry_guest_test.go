@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package session
+package trawl
 
 import (
 	"encoding/binary"
@@ -62,13 +62,13 @@ func TestStaleGate(t *testing.T) {
 			}
 			defer unix.Close(pidfd)
 			cfg := Config{Patterns: []string{"bpf_fentry_test2"}, Entries: []string{"bpf_fentry_test1"}, Backend: b.Name, RingBufferSize: 1 << 20, Notify: func(n string) { t.Log(n) }}
-			s, err := Open(t.Context(), cat, cfg, LiveProbe)
+			s, err := open(t.Context(), cat, cfg, liveProbe)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
 			counter := func(name string) uint64 {
-				c, err := s.Counts()
+				c, err := s.counts()
 				if err != nil {
 					t.Fatal(err)
 				}
