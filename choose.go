@@ -29,9 +29,8 @@ func backendNames() []string {
 const autoTrampolineMax = 20
 
 // autoSessionMax is the largest selection auto attaches with fsession
-// rather than a tracing_multi link, whose creation has a fixed cost: in
-// the amd64-7.3 guest, one function took 1.6 s with tracing-multi and
-// 0.16 s with fsession, fifteen 1.76 s and 2.2 s.
+// rather than a tracing_multi link, whose creation has a fixed cost
+// (docs/benchmarks.md, "Choosing a backend").
 const autoSessionMax = 8
 
 // probeFunc says whether the running kernel has what a backend needs: nil if

@@ -17,7 +17,7 @@ import (
 // TestFormatsAgree captures the known workload once and checks that text,
 // tree, JSON, Chrome JSON, Perfetto protobuf and stats output of the same
 // calls agree: the same calls (function, task, start, duration) with the
-// same values (issue 5).
+// same values.
 func TestFormatsAgree(t *testing.T) {
 	guest.Require(t)
 	_, patterns := knownPatterns(t)

@@ -18,8 +18,8 @@ import (
 // internal/bpf/capture.c: the features a trace may leave out compiled
 // away), configured as full was, when the trace uses none of those
 // features: when every constant of full that the lean build lacks is 0.
-// Else it returns full. The lean build saves each call about 110
-// instructions (fentry on amd64-7.3: docs/benchmarks.md, "Session 11").
+// Else it returns full. What the lean build saves each call is in
+// docs/benchmarks.md, "The lean build".
 func leanest(full *ebpf.CollectionSpec) (*ebpf.CollectionSpec, error) {
 	lean, err := bpf.CaptureLeanSpec()
 	if err != nil {

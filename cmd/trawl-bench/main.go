@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command trawl-bench measures trawl in a test bed guest and prints the
-// results as Markdown tables (issue 4; `make bench KERNEL=...` runs it):
+// results as Markdown tables (`make bench KERNEL=...` runs it;
+// docs/benchmarks.md, "Running the bench"):
 //
 //   - attach: how long trawl.Open takes to attach N functions, and Close to
 //     detach them, per backend, for N = 10, 100, 1000 and every traceable

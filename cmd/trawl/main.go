@@ -61,11 +61,10 @@ func main() {
 // types at once, and by default the heap grows to twice its live size
 // before the collector runs. The process's resident memory is this plus
 // what the Go runtime does not count: the ring buffer, mapped twice
-// (32 MB at the default size), and the binary's pages (about 16 MB). At
-// 160 MB, arm64-7.3's 54,000 functions peaked at 206-214 MB; at 128 MB
-// at 184-191 MB, for 0.2-0.3 s more planning on one CPU (amd64-7.3 under
-// emulation). Near the limit the collector runs more often; below it
-// nothing changes.
+// (32 MB at the default size), and the binary's pages (about 16 MB); the
+// limit leaves them room under 200 MB with every function
+// (docs/benchmarks.md, "Memory of the command"). Near the limit the
+// collector runs more often; below it nothing changes.
 const memoryLimit = 128 << 20
 
 // keepHeapRoom raises the soft memory limit main set, once a trace is

@@ -68,7 +68,7 @@ func TestSoak(t *testing.T) {
 	t.Run("stop", func(t *testing.T) {
 		soakStop(t, backend, what, d, before)
 	})
-	// Issue 16: every function counted in the kernel under the workload
+	// Every function counted in the kernel under the workload
 	// drops nothing and stops on time. A few minutes under emulation, so
 	// on one kernel at the CI size (make soak does it on every kernel).
 	if os.Getenv(soakEnv) != "full" && guest.Kernel() == "amd64-7.3" {

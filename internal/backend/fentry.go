@@ -33,9 +33,8 @@ const fentryParallel = 32
 // as constants and read the trampoline's context directly (fentry_one).
 //
 // All loads share one decoded kernel BTF: without it cilium/ebpf decodes
-// vmlinux BTF again for every program to find its attach target, which
-// took four fifths of each load in the test bed guests (about 0.4 s under
-// emulation; docs/benchmarks.md, "fentry attach").
+// vmlinux BTF again for every program to find its attach target, four
+// fifths of each load (docs/benchmarks.md, "One program per function").
 var Fentry = register(&Backend{
 	Name:   "fentry",
 	Needs:  features.Fentry,
@@ -85,14 +84,12 @@ type perFunction struct {
 	// files open: programs, their BTF, links.
 	files int
 	// memory is the kernel memory, in bytes, as measured by the attach
-	// bench in the 7.3 guests (docs/benchmarks.md, "kernel memory"),
-	// rounded up.
+	// bench (docs/benchmarks.md, "Kernel memory"), rounded up.
 	memory int64
 }
 
-// fentryCost: fentry and fexit programs, their BTF and their links; 62 KB
-// (amd64-7.3) and 67 KB (arm64-7.3) measured between 100 and 1000
-// functions.
+// fentryCost: fentry and fexit programs, their BTF and their links, as
+// measured between 100 and 1000 functions in the 7.3 guests.
 var fentryCost = perFunction{files: 6, memory: 68 << 10}
 
 // ErrNotEnoughMemory is returned when the functions selected would take

@@ -27,9 +27,8 @@ import (
 // With --entry it attaches an fexit and an fentry program per function, as
 // Fentry does: the kernel runs an fsession program's exit whatever its
 // entry did, so a call the gate leaves out would run the whole program a
-// second time, where the fexit program returns at once (1.19 against 1.33
-// times an empty program; docs/benchmarks.md, "The --entry gate").
-// tracing-multi cannot do the same: see docs/benchmarks.md.
+// second time, where the fexit program returns at once. tracing-multi
+// cannot do the same (docs/benchmarks.md, "The --entry gate").
 var Fsession = register(&Backend{
 	Name:      "fsession",
 	Needs:     features.Fsession,
@@ -87,8 +86,8 @@ func attachFsession(ctx context.Context, c Capture, targets []Target, progress P
 	})
 }
 
-// fsessionCost: a program and its link; 42 KB (amd64-7.3) and 40 KB
-// (arm64-7.3) measured between 100 and 1000 functions.
+// fsessionCost: a program and its link, as measured between 100 and 1000
+// functions in the 7.3 guests (docs/benchmarks.md, "Kernel memory").
 var fsessionCost = perFunction{files: 2, memory: 48 << 10}
 
 // moduleBTFs finds the BTF objects of modules, once each, for loads

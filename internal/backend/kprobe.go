@@ -32,10 +32,8 @@ var Kprobe = register(&Backend{
 })
 
 // kprobeCost: a kprobe and a kretprobe program, their BTF, and the two
-// perf events holding them. 158 KB a function measured by the attach
-// bench between 10 and 100 functions in the amd64-5.10 guest (fentry: 166
-// KB there), rounded up; attaching took 196 ms per added function there
-// (fentry: 99 ms).
+// perf events holding them, as measured between 10 and 100 functions in
+// the amd64-5.10 guest (docs/benchmarks.md, "Kernel memory").
 var kprobeCost = perFunction{files: 5, memory: 176 << 10}
 
 // kprobeKinds are the two programs attached to each function, exit

@@ -271,7 +271,7 @@ func BenchmarkLoadLive(b *testing.B) {
 }
 
 // BenchmarkLoadNamesLive loads the catalogue a trace of one function
-// named in full loads at its start (the cold start of issue 16).
+// named in full loads at its start (docs/benchmarks.md, "Cold start").
 func BenchmarkLoadNamesLive(b *testing.B) {
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		b.Skip("no kernel BTF on this machine")
