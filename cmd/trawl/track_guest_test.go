@@ -157,7 +157,7 @@ func journeyEnds(calls []trackCall) []trackCall {
 	return ends
 }
 
-// skbFrees are functions that free an sk_buff (session.Life).
+// skbFrees are functions that free an sk_buff (lifeEnds in track.go).
 var skbFrees = []string{"__kfree_skb", "kfree_skbmem", "__napi_kfree_skb", "napi_skb_cache_put", "kfree_skb_partial"}
 
 // TestTrackSkb sends 1234 bytes over loopback TCP and tracks the skb of
