@@ -66,7 +66,7 @@ func TestStaleGate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer s.Close()
+			defer s.close()
 			counter := func(name string) uint64 {
 				c, err := s.counts()
 				if err != nil {

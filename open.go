@@ -34,11 +34,12 @@ import (
 // than the capture program reads.
 var errTooManySlots = fmt.Errorf("more than the %d argument slots trawl reads", backend.MaxSlots)
 
-// Open traces the functions of cat that cfg selects: it selects them,
-// chooses the backend, plans their capture, loads the capture program,
-// attaches it and arms it. When it fails (or is cancelled) after it began
-// to attach, it returns the session with the error: its Counts say what
-// was attached and skipped, and Close detaches it all again.
+// open traces the functions of cat that cfg, validated and with its
+// defaults, selects: it selects them, chooses the backend, plans their
+// capture, loads the capture program, attaches it and arms it. When it
+// fails (or is cancelled) after it began to attach, it returns the
+// session with the error: its counts say what was attached and skipped,
+// and close detaches it all again.
 //
 // Two pairs of steps run side by side, each on its own CPU where there
 // are two: planning and loading (see planAndLoad), then attaching, mostly
@@ -55,7 +56,7 @@ func open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe probeFun
 	}
 	defer func() {
 		if err != nil && s.attached == nil {
-			s.Close()
+			s.close()
 		}
 	}()
 	if err := s.planAndLoad(cat, cfg); err != nil {

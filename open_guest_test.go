@@ -29,7 +29,7 @@ func TestRingBufferSizeLoaded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.close()
 	if got := s.capture.Collection.Maps[bpf.CaptureMapEvents].MaxEntries(); got != size {
 		t.Errorf("ring buffer of %d bytes, want %d", got, size)
 	}
@@ -51,7 +51,7 @@ func TestReadContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.close()
 	var c render.Call
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()

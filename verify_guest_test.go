@@ -45,7 +45,7 @@ func TestVerifiedInstructions(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer s.Close()
+				defer s.close()
 				for prog, p := range s.capture.Collection.Programs {
 					info, err := p.Info()
 					if err != nil {
