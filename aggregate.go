@@ -10,8 +10,8 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/internal/bpf"
-	"github.com/trawl-dev/trawl/render"
 )
 
 // maxErrnos bounds the (function, errno) pairs an aggregating session
@@ -78,14 +78,14 @@ func (s *Session) eachCounted(buf []byte, each func(id int, calls uint64, buf []
 // FunctionStats returns the figures the kernel counted for each function
 // called since the session was armed. After Close it returns those read
 // once everything was detached.
-func (s *Session) FunctionStats() ([]render.FunctionStats, error) {
+func (s *Session) FunctionStats() ([]call.FunctionStats, error) {
 	if s.finalStats != nil {
 		return s.finalStats, nil
 	}
 	if !s.aggregate {
 		return nil, ErrNotAggregating
 	}
-	var fs []render.FunctionStats
+	var fs []call.FunctionStats
 	index := map[uint32]int{}
 	buf := make([]byte, unsafe.Sizeof(bpf.CaptureFuncStats{}))
 	err := s.eachCounted(buf, func(id int, calls uint64, buf []byte) {
@@ -96,10 +96,10 @@ func (s *Session) FunctionStats() ([]render.FunctionStats, error) {
 			counts[i] = word(3 + i)
 		}
 		index[uint32(id)] = len(fs)
-		fs = append(fs, render.FunctionStats{
+		fs = append(fs, call.FunctionStats{
 			Func: p.Func.Name, Module: p.Func.Module,
 			Calls: calls, Errors: word(0), Total: word(1),
-			Latency: render.NewHistogram(counts, word(2)),
+			Latency: call.NewHistogram(counts, word(2)),
 		})
 	})
 	if err != nil {

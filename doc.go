@@ -8,10 +8,11 @@
 // A Config describes a trace; Config.Validate checks what needs no kernel.
 // Open selects functions by pattern and starts tracing them; Session.Read
 // returns the calls one at a time, as Call values whose arguments are
-// Values of a Kind; package render writes calls as text, call trees, JSON
-// lines, Perfetto traces or latency statistics. List shows what patterns
-// select without tracing, ProbeFeatures what the running kernel offers
-// and ChooseBackend which attach mechanism Open would use.
+// Values of a Kind (package call holds this model); package render writes
+// calls as text, call trees, JSON lines, Perfetto traces or latency
+// statistics. List shows what patterns select without tracing,
+// ProbeFeatures what the running kernel offers and ChooseBackend which
+// attach mechanism Open would use.
 //
 // Tracing needs root, or CAP_BPF and CAP_PERFMON (ErrNoPrivileges).
 //

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/render"
 )
 
@@ -59,15 +60,15 @@ func ExampleSession_Read() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		if c.Ret.Kind != render.KindErrno {
+		if c.Ret.Kind != call.KindErrno {
 			continue
 		}
 		fmt.Printf("%s failed with %s", c.Func, c.Ret.Str)
 		for _, a := range c.Args {
 			switch a.Kind {
-			case render.KindString:
+			case call.KindString:
 				fmt.Printf(" %s=%q", a.Name, a.Str)
-			case render.KindInt:
+			case call.KindInt:
 				fmt.Printf(" %s=%d", a.Name, a.Int())
 			}
 		}

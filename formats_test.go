@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/call"
 	pb "github.com/trawl-dev/trawl/internal/render/perfettopb"
 	"github.com/trawl-dev/trawl/internal/render/rendertest"
 	"github.com/trawl-dev/trawl/render"
@@ -137,40 +138,40 @@ func TestFormatsCheckCatchesChanges(t *testing.T) {
 
 // madeUpCalls are calls with values of every kind the renderers show.
 func madeUpCalls() []trawl.Call {
-	i := func(name string, v int64) render.Value {
-		return render.Value{Kind: render.KindInt, Name: name, Bits: uint64(v)}
+	i := func(name string, v int64) call.Value {
+		return call.Value{Kind: call.KindInt, Name: name, Bits: uint64(v)}
 	}
-	str := func(name, s string) render.Value { return render.Value{Kind: render.KindString, Name: name, Str: s} }
+	str := func(name, s string) call.Value { return call.Value{Kind: call.KindString, Name: name, Str: s} }
 	return []trawl.Call{
 		{TS: 1_000_000_000, Duration: 1500, CPU: 1, PID: 100, TID: 100, Comm: "cat", Func: "do_sys_openat2",
-			Args: []render.Value{i("dfd", -100), str("filename", "/etc/passwd"), {Kind: render.KindStruct, Name: "how", Fields: []render.Value{
-				{Kind: render.KindUint, Name: "flags", Flags: render.Hex, Bits: 0x8000},
-				{Kind: render.KindUint, Name: "mode", Flags: render.Hex, Bits: 0o644},
-				{Kind: render.KindStruct, Name: "inner", Flags: render.Elided},
+			Args: []call.Value{i("dfd", -100), str("filename", "/etc/passwd"), {Kind: call.KindStruct, Name: "how", Fields: []call.Value{
+				{Kind: call.KindUint, Name: "flags", Flags: call.Hex, Bits: 0x8000},
+				{Kind: call.KindUint, Name: "mode", Flags: call.Hex, Bits: 0o644},
+				{Kind: call.KindStruct, Name: "inner", Flags: call.Elided},
 			}, More: 1}},
-			Ret: render.Value{Kind: render.KindErrno, Str: "ENOENT", Bits: uint64(0xfffffffffffffffe)}},
+			Ret: call.Value{Kind: call.KindErrno, Str: "ENOENT", Bits: uint64(0xfffffffffffffffe)}},
 		{TS: 1_000_002_000, Duration: 2_345_678, CPU: 0, PID: 100, TID: 101, Comm: "cat worker", Func: "do_mmap", Depth: 0,
-			Args: []render.Value{
-				{Kind: render.KindPointer, Name: "file", Bits: 0xffff888001234000},
-				{Kind: render.KindPointer, Name: "uf", Bits: 0},
-				{Kind: render.KindPointer, Name: "ops", Str: "ext4_file_operations", Off: 0x10, Bits: 0xffffffff82000010},
-				{Kind: render.KindUint, Name: "len", Bits: 4096},
-				{Kind: render.KindEnum, Name: "how", Str: "A|B", Bits: 3},
-				{Kind: render.KindBool, Name: "populate", Bits: 1},
-				{Kind: render.KindBytes, Name: "raw", Str: "\x00\xff\x10", More: 2},
-				{Kind: render.KindArray, Name: "vec", Fields: []render.Value{i("", 1), i("", -2)}, More: 6},
-				{Kind: render.KindUnknown, Name: "gone"},
+			Args: []call.Value{
+				{Kind: call.KindPointer, Name: "file", Bits: 0xffff888001234000},
+				{Kind: call.KindPointer, Name: "uf", Bits: 0},
+				{Kind: call.KindPointer, Name: "ops", Str: "ext4_file_operations", Off: 0x10, Bits: 0xffffffff82000010},
+				{Kind: call.KindUint, Name: "len", Bits: 4096},
+				{Kind: call.KindEnum, Name: "how", Str: "A|B", Bits: 3},
+				{Kind: call.KindBool, Name: "populate", Bits: 1},
+				{Kind: call.KindBytes, Name: "raw", Str: "\x00\xff\x10", More: 2},
+				{Kind: call.KindArray, Name: "vec", Fields: []call.Value{i("", 1), i("", -2)}, More: 6},
+				{Kind: call.KindUnknown, Name: "gone"},
 				i("", 7),
 				// named like keys the Perfetto renderer adds
 				i("cpu", 5),
-				{Kind: render.KindUint, Name: "flags", Flags: render.Hex, Bits: 0x22},
+				{Kind: call.KindUint, Name: "flags", Flags: call.Hex, Bits: 0x22},
 			},
-			Ret: render.Value{Kind: render.KindUint, Flags: render.Hex, Bits: 0x7f0000001000}},
+			Ret: call.Value{Kind: call.KindUint, Flags: call.Hex, Bits: 0x7f0000001000}},
 		{TS: 1_000_002_500, Duration: 800, CPU: 0, PID: 100, TID: 101, Comm: "cat worker", Func: "vfs_read", Depth: 1,
-			Args: []render.Value{str("buf", "a \"quoted\"\n0x1f"), i("count", 0x1f)}, Ret: i("", 12)},
-		{TS: 1_000_003_000, CPU: 1, PID: 100, TID: 100, Comm: "cat", Func: "vfs_read", Flags: render.EntryOnly,
-			Args: []render.Value{str("buf", ""), i("count", 1)}},
-		{TS: 1_000_004_000, CPU: 1, PID: 0, TID: 0, Comm: "swapper/1", Func: "nf_hook_slow", Module: "nf_tables", Flags: render.ExitOnly,
+			Args: []call.Value{str("buf", "a \"quoted\"\n0x1f"), i("count", 0x1f)}, Ret: i("", 12)},
+		{TS: 1_000_003_000, CPU: 1, PID: 100, TID: 100, Comm: "cat", Func: "vfs_read", Flags: call.EntryOnly,
+			Args: []call.Value{str("buf", ""), i("count", 1)}},
+		{TS: 1_000_004_000, CPU: 1, PID: 0, TID: 0, Comm: "swapper/1", Func: "nf_hook_slow", Module: "nf_tables", Flags: call.ExitOnly,
 			Ret: i("", 1)},
 	}
 }
@@ -641,10 +642,10 @@ func checkStats(calls []trawl.Call, objs []map[string]any, b []byte) []error {
 			want[name] = r
 		}
 		r.calls++
-		if c.Ret.Kind == render.KindErrno {
+		if c.Ret.Kind == call.KindErrno {
 			r.errors++
 		}
-		if c.Flags&(render.EntryOnly|render.ExitOnly) == 0 {
+		if c.Flags&(call.EntryOnly|call.ExitOnly) == 0 {
 			if d := num(objs[i]["duration_ns"]); r.max == "" || len(d) > len(r.max) || len(d) == len(r.max) && d > r.max {
 				r.max = cmpOr(d, "0")
 			}

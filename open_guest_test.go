@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
-	"github.com/trawl-dev/trawl/render"
 )
 
 // TestRingBufferSizeLoaded checks that the kernel's ring buffer map has
@@ -52,7 +52,7 @@ func TestReadContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.close()
-	var c render.Call
+	var c call.Call
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()

@@ -8,11 +8,11 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/selector"
-	"github.com/trawl-dev/trawl/render"
 )
 
 // TestConfigure checks that the configured ring buffer size and number of
@@ -51,12 +51,12 @@ func TestTakeContents(t *testing.T) {
 	}
 }
 
-// TestHistogramLayout: the kernel's --stats buckets have render.Histogram's
+// TestHistogramLayout: the kernel's --stats buckets have call.Histogram's
 // layout, so FunctionStats hands them over as they are.
 func TestHistogramLayout(t *testing.T) {
-	if bpf.CaptureHistLayoutHIST_EXACT != render.HistogramExact || bpf.CaptureHistLayoutHIST_SUB_BITS != render.HistogramSubBits {
-		t.Errorf("capture.h: exact below %d, %d sub-bits; render.Histogram: %d, %d",
-			bpf.CaptureHistLayoutHIST_EXACT, bpf.CaptureHistLayoutHIST_SUB_BITS, render.HistogramExact, render.HistogramSubBits)
+	if bpf.CaptureHistLayoutHIST_EXACT != call.HistogramExact || bpf.CaptureHistLayoutHIST_SUB_BITS != call.HistogramSubBits {
+		t.Errorf("capture.h: exact below %d, %d sub-bits; call.Histogram: %d, %d",
+			bpf.CaptureHistLayoutHIST_EXACT, bpf.CaptureHistLayoutHIST_SUB_BITS, call.HistogramExact, call.HistogramSubBits)
 	}
 	if n := len(bpf.CaptureFuncStats{}.Hist); n != int(bpf.CaptureHistLayoutHIST_BUCKETS) {
 		t.Errorf("func_stats has %d buckets, HIST_BUCKETS is %d", n, bpf.CaptureHistLayoutHIST_BUCKETS)

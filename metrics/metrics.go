@@ -33,12 +33,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/call"
 )
 
 // Source is what the collector reads at each scrape: a *trawl.Session of
 // an aggregating trace.
 type Source interface {
-	FunctionStats() ([]trawl.FunctionStats, error)
+	FunctionStats() ([]call.FunctionStats, error)
 	Stats() (trawl.Stats, error)
 }
 
@@ -175,17 +176,17 @@ func NewFolder(maxSeries int) *Folder {
 // Fold returns the functions of fs with series of their own, their
 // Module "vmlinux" for the kernel itself, and one more, named Other in
 // function and module, adding up the others' calls (if any). It sorts fs.
-func (c *Folder) Fold(fs []trawl.FunctionStats) []trawl.FunctionStats {
+func (c *Folder) Fold(fs []call.FunctionStats) []call.FunctionStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Functions not seen before are taken busiest first, then in name
 	// order: the series go to the functions that matter most when the
 	// limit is reached, and which ones does not depend on the map order.
-	slices.SortStableFunc(fs, func(a, b trawl.FunctionStats) int {
+	slices.SortStableFunc(fs, func(a, b call.FunctionStats) int {
 		return cmp.Or(cmp.Compare(b.Calls, a.Calls), cmp.Compare(a.Module, b.Module), cmp.Compare(a.Func, b.Func))
 	})
-	var out []trawl.FunctionStats
-	other := trawl.FunctionStats{Func: Other, Module: Other, Errnos: map[int]uint64{}}
+	var out []call.FunctionStats
+	other := call.FunctionStats{Func: Other, Module: Other, Errnos: map[int]uint64{}}
 	folded := false
 	for _, f := range fs {
 		module := f.Module
@@ -216,7 +217,7 @@ func (c *Folder) Fold(fs []trawl.FunctionStats) []trawl.FunctionStats {
 	return out
 }
 
-// ErrnoLabel names an errno of trawl.FunctionStats.Errnos as the errno
+// ErrnoLabel names an errno of call.FunctionStats.Errnos as the errno
 // label does: "ENOENT", "NULL" for a NULL pointer (0), "E" and the
 // number for one without a name.
 func ErrnoLabel(errno int) string {
@@ -237,7 +238,7 @@ type duration struct {
 	h      dto.Histogram
 }
 
-func newDuration(f trawl.FunctionStats) prometheus.Metric {
+func newDuration(f call.FunctionStats) prometheus.Metric {
 	d := &duration{labels: []*dto.LabelPair{
 		{Name: proto.String("function"), Value: proto.String(f.Func)},
 		{Name: proto.String("module"), Value: proto.String(f.Module)},

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/internal/statstest"
 )
 
@@ -60,7 +61,7 @@ func series(mfs map[string]*dto.MetricFamily, name, labels string) *dto.Metric {
 
 func TestMetrics(t *testing.T) {
 	src := &statstest.Source{
-		Funcs: []trawl.FunctionStats{
+		Funcs: []call.FunctionStats{
 			statstest.Function("vfs_read", "", 0, 100, 1000, 1500, 1_000_000),
 			statstest.Function("do_sys_openat2", "", 2, 5000, 7000),
 			statstest.Function("p9_client_read", "9pnet", 0, 3),
@@ -171,7 +172,7 @@ func TestMaxSeries(t *testing.T) {
 // TestNativeHistogram checks that a scraper asking for protobuf gets the
 // native buckets too, which add up to the count.
 func TestNativeHistogram(t *testing.T) {
-	src := &statstest.Source{Funcs: []trawl.FunctionStats{statstest.Function("f", "", 0, 1, 100, 100, 5000, 1_000_000_000)}}
+	src := &statstest.Source{Funcs: []call.FunctionStats{statstest.Function("f", "", 0, 1, 100, 100, 5000, 1_000_000_000)}}
 	srv := httptest.NewServer(Handler(NewCollector(src, Options{}), HandlerOptions{}))
 	defer srv.Close()
 	req, _ := http.NewRequest("GET", srv.URL+"/metrics", nil)

@@ -8,7 +8,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/trawl-dev/trawl/render"
+	"github.com/trawl-dev/trawl/call"
 )
 
 // discard is an exporter that takes every span and does nothing.
@@ -27,11 +27,11 @@ func BenchmarkSpan(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer tr.Close()
-	c := render.Call{TS: 1, Duration: 100, PID: 1, TID: 1, Comm: "bench", Func: "vfs_read", Depth: 1, Args: []render.Value{
-		{Name: "file", Kind: render.KindPointer, Bits: 0xffff888000000000},
-		{Name: "count", Kind: render.KindUint, Bits: 4096},
-		{Name: "pos", Kind: render.KindStruct, Fields: []render.Value{{Name: "v", Kind: render.KindInt, Bits: 10}}},
-	}, Ret: render.Value{Kind: render.KindInt, Bits: 4096}}
+	c := call.Call{TS: 1, Duration: 100, PID: 1, TID: 1, Comm: "bench", Func: "vfs_read", Depth: 1, Args: []call.Value{
+		{Name: "file", Kind: call.KindPointer, Bits: 0xffff888000000000},
+		{Name: "count", Kind: call.KindUint, Bits: 4096},
+		{Name: "pos", Kind: call.KindStruct, Fields: []call.Value{{Name: "v", Kind: call.KindInt, Bits: 10}}},
+	}, Ret: call.Value{Kind: call.KindInt, Bits: 4096}}
 	b.ReportAllocs()
 	for b.Loop() {
 		tr.Call(&c)

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/metrics"
 )
 
@@ -187,7 +188,7 @@ func (p *producer) stats(st trawl.Stats, now time.Time) []metricdata.Metrics {
 }
 
 // functions makes the per-function metrics.
-func (p *producer) functions(fs []trawl.FunctionStats, now time.Time) []metricdata.Metrics {
+func (p *producer) functions(fs []call.FunctionStats, now time.Time) []metricdata.Metrics {
 	var calls, errs []metricdata.DataPoint[int64]
 	var durations []metricdata.ExponentialHistogramDataPoint[float64]
 	for _, f := range fs {
@@ -209,7 +210,7 @@ func (p *producer) functions(fs []trawl.FunctionStats, now time.Time) []metricda
 // duration makes the exponential histogram, scale 3, of one function:
 // OTLP's bucket i holds (2^(i/8), 2^((i+1)/8)] seconds, the native bucket
 // i+1 of package metrics.
-func (p *producer) duration(f trawl.FunctionStats, now time.Time, attrs ...attribute.KeyValue) metricdata.ExponentialHistogramDataPoint[float64] {
+func (p *producer) duration(f call.FunctionStats, now time.Time, attrs ...attribute.KeyValue) metricdata.ExponentialHistogramDataPoint[float64] {
 	d := metricdata.ExponentialHistogramDataPoint[float64]{
 		Attributes: attribute.NewSet(attrs...), StartTime: p.start, Time: now,
 		Sum: float64(f.Total) / 1e9, Scale: 3,

@@ -13,6 +13,7 @@ import (
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/internal/statstest"
 )
 
@@ -21,7 +22,7 @@ import (
 // fold past MaxSeries.
 func TestMetrics(t *testing.T) {
 	src := &statstest.Source{
-		Funcs: []trawl.FunctionStats{
+		Funcs: []call.FunctionStats{
 			statstest.Function("vfs_read", "", 2, 1000, 1000, 3000),
 			statstest.Function("b_func", "ext4", 0, 10),
 			statstest.Function("c_func", "ext4", 1, 20),

@@ -26,6 +26,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/render"
 )
 
@@ -59,7 +60,7 @@ type Traces struct {
 	ids      *presetIDs
 	exp      sdktrace.SpanExporter
 	opts     Options
-	in       chan render.Call
+	in       chan call.Call
 	closed   bool // by Shutdown, on Call's goroutine
 	// abort, cancelled when a shutdown runs out of time, ends the export
 	// in flight and makes the sender count the rest as failed.
@@ -132,7 +133,7 @@ func NewTracesTo(exp sdktrace.SpanExporter, opts Options) (*Traces, error) {
 		ids:   &presetIDs{},
 		exp:   exp,
 		opts:  opts,
-		in:    make(chan render.Call, opts.QueueSize),
+		in:    make(chan call.Call, opts.QueueSize),
 		done:  make(chan struct{}),
 		tasks: map[uint32][]openCall{},
 		batch: make([]sdktrace.ReadOnlySpan, 0, opts.BatchSize),
@@ -152,7 +153,7 @@ func NewTracesTo(exp sdktrace.SpanExporter, opts Options) (*Traces, error) {
 
 // Call queues a copy of c, to be made a span and sent; a full queue
 // drops it (counted).
-func (t *Traces) Call(c *render.Call) error {
+func (t *Traces) Call(c *call.Call) error {
 	t.spans.Add(1)
 	if t.closed {
 		t.failed.Add(1)
@@ -229,7 +230,7 @@ func (t *Traces) export() {
 }
 
 // span makes c a span, ended into the batch.
-func (t *Traces) span(c *render.Call) {
+func (t *Traces) span(c *call.Call) {
 	traceID, parent, self := t.link(c)
 	ctx := context.Background()
 	if parent.IsValid() {
@@ -240,7 +241,7 @@ func (t *Traces) span(c *render.Call) {
 	t.ids.trace, t.ids.span = traceID, self
 	start := time.Unix(0, int64(c.TS)+t.opts.WallOffset)
 	_, span := t.tracer.Start(ctx, validUTF8(c.Func), trace.WithTimestamp(start), trace.WithAttributes(t.attributes(c)...))
-	if c.Ret.Kind == render.KindErrno {
+	if c.Ret.Kind == call.KindErrno {
 		span.SetStatus(codes.Error, errnoName(&c.Ret))
 	}
 	span.End(trace.WithTimestamp(start.Add(time.Duration(c.Duration))))
@@ -249,7 +250,7 @@ func (t *Traces) span(c *render.Call) {
 // link returns the ids of c's trace, of its caller's span (invalid for an
 // outermost call) and of its own span, and forgets c's depth and deeper
 // on its task: those calls have ended.
-func (t *Traces) link(c *render.Call) (trace.TraceID, trace.SpanID, trace.SpanID) {
+func (t *Traces) link(c *call.Call) (trace.TraceID, trace.SpanID, trace.SpanID) {
 	d := max(c.Depth, 0)
 	open, ok := t.tasks[c.TID]
 	if !ok && len(t.tasks) >= maxTasks {
@@ -284,7 +285,7 @@ func (t *Traces) link(c *render.Call) (trace.TraceID, trace.SpanID, trace.SpanID
 
 // attributes returns the span attributes of c, in a slice reused by the
 // next call.
-func (t *Traces) attributes(c *render.Call) []attribute.KeyValue {
+func (t *Traces) attributes(c *call.Call) []attribute.KeyValue {
 	a := append(t.attrs[:0],
 		attribute.Int64("thread.id", int64(c.TID)),
 		attribute.Int64("process.pid", int64(c.PID)),
@@ -294,7 +295,7 @@ func (t *Traces) attributes(c *render.Call) []attribute.KeyValue {
 	if c.Module != "" {
 		a = append(a, attribute.String("trawl.module", c.Module))
 	}
-	if c.Flags&render.ExitOnly == 0 {
+	if c.Flags&call.ExitOnly == 0 {
 		for i := range c.Args {
 			name := c.Args[i].Name
 			if name == "" {
@@ -306,7 +307,7 @@ func (t *Traces) attributes(c *render.Call) []attribute.KeyValue {
 	for i := range c.Show {
 		a = append(a, t.value("trawl.show."+validUTF8(c.Show[i].Name), &c.Show[i]))
 	}
-	if c.Ret.Kind != render.KindNone {
+	if c.Ret.Kind != call.KindNone {
 		a = append(a, t.value("trawl.ret", &c.Ret))
 		if name := errnoName(&c.Ret); name != "" {
 			a = append(a, attribute.String("trawl.errno", name))
@@ -326,36 +327,36 @@ func (t *Traces) attributes(c *render.Call) []attribute.KeyValue {
 }
 
 // value returns v as an attribute (see the package documentation).
-func (t *Traces) value(key string, v *render.Value) attribute.KeyValue {
+func (t *Traces) value(key string, v *call.Value) attribute.KeyValue {
 	switch v.Kind {
-	case render.KindInt, render.KindErrno:
+	case call.KindInt, call.KindErrno:
 		return attribute.Int64(key, v.Int())
-	case render.KindUint:
+	case call.KindUint:
 		if v.Uint() <= math.MaxInt64 {
 			return attribute.Int64(key, int64(v.Uint()))
 		}
 		return attribute.String(key, strconv.FormatUint(v.Uint(), 10))
-	case render.KindBool:
+	case call.KindBool:
 		return attribute.Bool(key, v.Bool())
-	case render.KindFloat:
+	case call.KindFloat:
 		return attribute.Float64(key, v.Float())
-	case render.KindEnum:
+	case call.KindEnum:
 		if v.Str == "" {
-			return t.value(key, &render.Value{Kind: render.KindUint, Bits: v.Bits})
+			return t.value(key, &call.Value{Kind: call.KindUint, Bits: v.Bits})
 		}
 		return attribute.String(key, v.Str)
-	case render.KindString:
+	case call.KindString:
 		return attribute.String(key, validUTF8(v.Str))
-	case render.KindPointer:
+	case call.KindPointer:
 		if v.Uint() == 0 {
 			return attribute.String(key, "NULL")
 		}
 		fallthrough
-	case render.KindBytes:
+	case call.KindBytes:
 		// Their JSON is a string that needs no escaping.
 		t.json = render.AppendJSONValue(t.json[:0], v)
 		return attribute.String(key, strings.Trim(string(t.json), `"`))
-	case render.KindStruct, render.KindArray:
+	case call.KindStruct, call.KindArray:
 		t.json = render.AppendJSONValue(t.json[:0], v)
 		return attribute.String(key, string(t.json))
 	}
@@ -363,8 +364,8 @@ func (t *Traces) value(key string, v *render.Value) attribute.KeyValue {
 }
 
 // errnoName returns the error name of a return value, "" if it is none.
-func errnoName(v *render.Value) string {
-	if v.Kind != render.KindErrno {
+func errnoName(v *call.Value) string {
+	if v.Kind != call.KindErrno {
 		return ""
 	}
 	if v.Str != "" {
@@ -374,11 +375,11 @@ func errnoName(v *render.Value) string {
 }
 
 var flagList = []struct {
-	flag render.CallFlags
+	flag call.CallFlags
 	name string
-}{{render.EntryOnly, "entry_only"}, {render.ExitOnly, "exit_only"}, {render.Missed, "missed"}, {render.Origin, "origin"}}
+}{{call.EntryOnly, "entry_only"}, {call.ExitOnly, "exit_only"}, {call.Missed, "missed"}, {call.Origin, "origin"}}
 
-func flagNames(f render.CallFlags) []string {
+func flagNames(f call.CallFlags) []string {
 	if f == 0 {
 		return nil
 	}

@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 
-	"github.com/trawl-dev/trawl/render"
+	"github.com/trawl-dev/trawl/call"
 )
 
 // wall is the made-up offset of the tests from the kernel clock to Unix
@@ -30,27 +30,27 @@ const wall = int64(1_800_000_000_000_000_000)
 //	          lookup (ts 1100, 100 ns)
 //	            hash (ts 1150, 10 ns)
 //	          alloc (ts 1300, 20 ns)
-func tree() []render.Call {
-	task := func(c render.Call) render.Call {
+func tree() []call.Call {
+	task := func(c call.Call) call.Call {
 		if c.TID == 0 {
 			c.PID, c.TID, c.Comm = 10, 10, "cat"
 		}
 		return c
 	}
-	return []render.Call{
-		task(render.Call{TS: 1150, Duration: 10, Func: "hash", Depth: 2, Args: []render.Value{{Name: "s", Kind: render.KindString, Str: "etc\xff"}}, Ret: render.Value{Kind: render.KindUint, Bits: math.MaxUint64}}),
-		task(render.Call{TS: 1100, Duration: 100, Func: "lookup", Depth: 1, Ret: render.Value{Kind: render.KindErrno, Bits: uint64(0xffffffff_fffffffe), Str: "ENOENT"}}),
-		{TS: 1100, Duration: 50, PID: 20, TID: 21, Comm: "dd", Func: "read", Module: "ext4", CPU: 3, Args: []render.Value{
-			{Name: "buf", Kind: render.KindPointer, Bits: 0xffff0000, Str: "buf_sym", Off: 16},
-			{Name: "null", Kind: render.KindPointer},
-			{Name: "", Kind: render.KindBool, Bits: 1},
-			{Name: "mode", Kind: render.KindEnum, Str: "O_RDONLY|O_CLOEXEC", Bits: 0x80000},
-			{Name: "raw", Kind: render.KindBytes, Str: "\x01\xab"},
-			{Name: "gone", Kind: render.KindUnknown},
-			{Name: "sk", Kind: render.KindStruct, Fields: []render.Value{{Name: "port", Kind: render.KindInt, Bits: 80}, {Name: "name", Kind: render.KindString, Str: "a\"b"}}, More: 2},
-		}, Ret: render.Value{Kind: render.KindInt, Bits: 5}},
-		task(render.Call{TS: 1300, Duration: 20, Func: "alloc", Depth: 1, Flags: render.Missed, Stack: []string{"alloc+0x4", "open+0x10"}}),
-		task(render.Call{TS: 1000, Duration: 500, Func: "open", Args: []render.Value{{Name: "flags", Kind: render.KindInt, Bits: 0x8000}}, Ret: render.Value{Kind: render.KindInt, Bits: 3}}),
+	return []call.Call{
+		task(call.Call{TS: 1150, Duration: 10, Func: "hash", Depth: 2, Args: []call.Value{{Name: "s", Kind: call.KindString, Str: "etc\xff"}}, Ret: call.Value{Kind: call.KindUint, Bits: math.MaxUint64}}),
+		task(call.Call{TS: 1100, Duration: 100, Func: "lookup", Depth: 1, Ret: call.Value{Kind: call.KindErrno, Bits: uint64(0xffffffff_fffffffe), Str: "ENOENT"}}),
+		{TS: 1100, Duration: 50, PID: 20, TID: 21, Comm: "dd", Func: "read", Module: "ext4", CPU: 3, Args: []call.Value{
+			{Name: "buf", Kind: call.KindPointer, Bits: 0xffff0000, Str: "buf_sym", Off: 16},
+			{Name: "null", Kind: call.KindPointer},
+			{Name: "", Kind: call.KindBool, Bits: 1},
+			{Name: "mode", Kind: call.KindEnum, Str: "O_RDONLY|O_CLOEXEC", Bits: 0x80000},
+			{Name: "raw", Kind: call.KindBytes, Str: "\x01\xab"},
+			{Name: "gone", Kind: call.KindUnknown},
+			{Name: "sk", Kind: call.KindStruct, Fields: []call.Value{{Name: "port", Kind: call.KindInt, Bits: 80}, {Name: "name", Kind: call.KindString, Str: "a\"b"}}, More: 2},
+		}, Ret: call.Value{Kind: call.KindInt, Bits: 5}},
+		task(call.Call{TS: 1300, Duration: 20, Func: "alloc", Depth: 1, Flags: call.Missed, Stack: []string{"alloc+0x4", "open+0x10"}}),
+		task(call.Call{TS: 1000, Duration: 500, Func: "open", Args: []call.Value{{Name: "flags", Kind: call.KindInt, Bits: 0x8000}}, Ret: call.Value{Kind: call.KindInt, Bits: 3}}),
 	}
 }
 
@@ -240,7 +240,7 @@ func TestCollectorDown(t *testing.T) {
 			}
 			const n = 10000
 			start := time.Now()
-			c := render.Call{TS: 1, Duration: 1, PID: 1, TID: 1, Comm: "x", Func: "f"}
+			c := call.Call{TS: 1, Duration: 1, PID: 1, TID: 1, Comm: "x", Func: "f"}
 			for range n {
 				tr.Call(&c)
 			}

@@ -3,14 +3,13 @@
 package render_test
 
 import (
-	"github.com/trawl-dev/trawl/internal/decode"
-
-	"github.com/trawl-dev/trawl/render"
-
 	"io"
 	"testing"
 
+	"github.com/trawl-dev/trawl/call"
+	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/decode/decodetest"
+	"github.com/trawl-dev/trawl/render"
 )
 
 // benchmarkRender decodes and renders tcp_sendmsg(struct sock *sk, struct
@@ -34,8 +33,8 @@ func benchmarkRender(b *testing.B, newRenderer func(io.Writer) render.Renderer) 
 	}
 	r := newRenderer(io.Discard)
 	dec := decode.NewDecoder(decode.Options{}, testSymbols)
-	args := make([]render.Value, len(raws))
-	c := render.Call{CPU: 1, PID: 4242, TID: 4242, Comm: "curl", Func: "tcp_sendmsg"}
+	args := make([]call.Value, len(raws))
+	c := call.Call{CPU: 1, PID: 4242, TID: 4242, Comm: "curl", Func: "tcp_sendmsg"}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		for j, p := range proto.Params {

@@ -7,14 +7,16 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/trawl-dev/trawl/call"
 )
 
 // chainCalls are an error chain as the pipeline hands it over: the
 // origin first, its entry call last, each with its stack.
-func chainCalls() []Call {
-	ret := Value{Kind: KindErrno, Bits: uint64(1<<64 - 20), Str: "ENOTDIR"}
-	return []Call{
-		{TS: 3, Duration: 1, PID: 7, TID: 7, Comm: "cat", Func: "link_path_walk", Depth: 2, Ret: ret, Chain: 4, Flags: Origin,
+func chainCalls() []call.Call {
+	ret := call.Value{Kind: call.KindErrno, Bits: uint64(1<<64 - 20), Str: "ENOTDIR"}
+	return []call.Call{
+		{TS: 3, Duration: 1, PID: 7, TID: 7, Comm: "cat", Func: "link_path_walk", Depth: 2, Ret: ret, Chain: 4, Flags: call.Origin,
 			Stack: []string{"link_path_walk+0x5", "path_openat+0x8c", "do_syscall_64+0x82"}},
 		{TS: 2, Duration: 3, PID: 7, TID: 7, Comm: "cat", Func: "path_openat", Depth: 1, Ret: ret, Chain: 4,
 			Stack: []string{"path_openat+0x5", "do_syscall_64+0x82"}},

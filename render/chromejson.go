@@ -6,6 +6,8 @@ import (
 	"bufio"
 	"io"
 	"strconv"
+
+	"github.com/trawl-dev/trawl/call"
 )
 
 // idleTID is the base of the thread ids given to the idle tasks, which all
@@ -14,7 +16,7 @@ const idleTID = 1 << 30
 
 // timelineTask returns the process and thread c ran in as the timeline
 // shows them: the idle tasks get a thread id of their own per CPU.
-func timelineTask(c *Call) (pid, tid uint64) {
+func timelineTask(c *call.Call) (pid, tid uint64) {
 	if c.TID == 0 {
 		return uint64(c.PID), idleTID + uint64(c.CPU)
 	}
@@ -62,7 +64,7 @@ func NewChromeJSON(w io.Writer) *ChromeJSON {
 }
 
 // Call writes c as a slice, after name metadata for a new process or thread.
-func (p *ChromeJSON) Call(c *Call) error {
+func (p *ChromeJSON) Call(c *call.Call) error {
 	pid, tid := timelineTask(c)
 	b := p.buf[:0]
 	if !p.named[pid<<32] {
@@ -82,7 +84,7 @@ func (p *ChromeJSON) Call(c *Call) error {
 	} else {
 		b = append(b, `"vmlinux"`...)
 	}
-	if c.Flags&(EntryOnly|ExitOnly) != 0 {
+	if c.Flags&(call.EntryOnly|call.ExitOnly) != 0 {
 		b = append(b, `,"ph":"i","s":"t"`...)
 	} else {
 		b = append(b, `,"ph":"X","dur":`...)
@@ -97,7 +99,7 @@ func (p *ChromeJSON) Call(c *Call) error {
 	// The function's arguments get an object of their own, so that no
 	// argument name (cpu, flags, ret, errno) can meet trawl's keys.
 	b = append(b, `,"args":{`...)
-	if c.Flags&ExitOnly == 0 {
+	if c.Flags&call.ExitOnly == 0 {
 		b = append(b, `"args":`...)
 		b = appendJSONArgs(b, c.Args)
 		b = append(b, ',')
@@ -107,10 +109,10 @@ func (p *ChromeJSON) Call(c *Call) error {
 		b = appendJSONShow(b, c.Show)
 		b = append(b, ',')
 	}
-	if c.Ret.Kind != KindNone {
+	if c.Ret.Kind != call.KindNone {
 		b = append(b, `"ret":`...)
 		b = appendJSONValue(b, &c.Ret)
-		if c.Ret.Kind == KindErrno && c.Ret.Str != "" {
+		if c.Ret.Kind == call.KindErrno && c.Ret.Str != "" {
 			b = append(b, `,"errno":`...)
 			b = appendJSONString(b, c.Ret.Str)
 		}

@@ -5,19 +5,20 @@ package render_test
 import (
 	"os"
 
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/render"
 )
 
 // Render a call as a JSON line. Calls come from trawl.Session.Read; this
 // one is made up.
 func ExampleNewJSON() {
-	c := render.Call{
+	c := call.Call{
 		TS: 1500, Duration: 2500, CPU: 1, PID: 42, TID: 42, Comm: "cat", Func: "vfs_read",
-		Args: []render.Value{
-			{Kind: render.KindPointer, Name: "file", Bits: 0xffff888012345678},
-			{Kind: render.KindUint, Name: "count", Bits: 4096},
+		Args: []call.Value{
+			{Kind: call.KindPointer, Name: "file", Bits: 0xffff888012345678},
+			{Kind: call.KindUint, Name: "count", Bits: 4096},
 		},
-		Ret: render.Value{Kind: render.KindErrno, Bits: ^uint64(0) - 1, Str: "ENOENT"},
+		Ret: call.Value{Kind: call.KindErrno, Bits: ^uint64(0) - 1, Str: "ENOENT"},
 	}
 	r := render.NewJSON(os.Stdout, render.Options{})
 	r.Call(&c)

@@ -4,9 +4,8 @@ package render
 
 import "fmt"
 
-// AppendMicros lets the tests of package render_test, which build calls
-// with internal/decode (which imports render), write times as the Chrome
-// JSON renderer does.
+// AppendMicros lets the tests of package render_test write times as the
+// Chrome JSON renderer does.
 var AppendMicros = appendMicros
 
 // FillInternedStrings fills p's table of interned string values with

@@ -3,14 +3,15 @@
 package render_test
 
 import (
-	"github.com/trawl-dev/trawl/render"
-
 	"bytes"
 	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/trawl-dev/trawl/call"
+	"github.com/trawl-dev/trawl/render"
 )
 
 var update = flag.Bool("update", false, "rewrite the testdata/*.golden files")
@@ -35,7 +36,7 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 // render runs calls through the renderer r writes to out.
-func renderAll(t *testing.T, r render.Renderer, calls []render.Call) {
+func renderAll(t *testing.T, r render.Renderer, calls []call.Call) {
 	t.Helper()
 	for i := range calls {
 		if err := r.Call(&calls[i]); err != nil {

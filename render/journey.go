@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"strconv"
+
+	"github.com/trawl-dev/trawl/call"
 )
 
 // maxJourney bounds the calls buffered for one journey: a longer one is
@@ -39,7 +41,7 @@ type Journeys struct {
 	w    *bufio.Writer
 	f    formatter
 	tree bool
-	open map[uint64][]Call
+	open map[uint64][]call.Call
 	// buffered counts the calls in open.
 	buffered int
 	line     []byte
@@ -48,19 +50,19 @@ type Journeys struct {
 // NewJourneys returns a Journeys renderer writing to w, as text lines,
 // or as trees when tree is set.
 func NewJourneys(w io.Writer, opts Options, tree bool) *Journeys {
-	return &Journeys{w: bufio.NewWriterSize(w, 64<<10), f: newFormatter(opts), tree: tree, open: map[uint64][]Call{}}
+	return &Journeys{w: bufio.NewWriterSize(w, 64<<10), f: newFormatter(opts), tree: tree, open: map[uint64][]call.Call{}}
 }
 
 // Call buffers c in its journey, and writes the journey when c ends it.
-func (j *Journeys) Call(c *Call) error {
+func (j *Journeys) Call(c *call.Call) error {
 	if c.Track == 0 {
-		return j.write(0, []Call{*c})
+		return j.write(0, []call.Call{*c})
 	}
 	cp := *c
 	cp.Args = slices.Clone(c.Args)
 	cp.Show = slices.Clone(c.Show)
 	calls := append(j.open[c.Track], cp)
-	if c.Flags&TrackEnd == 0 && len(calls) < maxJourney {
+	if c.Flags&call.TrackEnd == 0 && len(calls) < maxJourney {
 		j.open[c.Track] = calls
 		if j.buffered++; j.buffered >= maxOpen {
 			return j.writeOpen()
@@ -86,12 +88,12 @@ func (j *Journeys) Close() error {
 
 // writeOpen writes the journeys still open, by their first call.
 func (j *Journeys) writeOpen() error {
-	groups := make([][]Call, 0, len(j.open))
+	groups := make([][]call.Call, 0, len(j.open))
 	for _, calls := range j.open {
 		slices.SortStableFunc(calls, byStart)
 		groups = append(groups, calls)
 	}
-	slices.SortFunc(groups, func(a, b []Call) int { return byStart(a[0], b[0]) })
+	slices.SortFunc(groups, func(a, b []call.Call) int { return byStart(a[0], b[0]) })
 	for _, calls := range groups {
 		if err := j.write(calls[0].Track, calls); err != nil {
 			return err
@@ -103,12 +105,12 @@ func (j *Journeys) writeOpen() error {
 }
 
 // byStart orders calls by their start, outer calls first.
-func byStart(a, b Call) int {
+func byStart(a, b call.Call) int {
 	return cmp.Or(cmp.Compare(a.TS, b.TS), cmp.Compare(a.Depth, b.Depth))
 }
 
 // write writes the calls of journey id (0: none) under its header.
-func (j *Journeys) write(id uint64, calls []Call) error {
+func (j *Journeys) write(id uint64, calls []call.Call) error {
 	slices.SortStableFunc(calls, byStart)
 	b := j.line[:0]
 	if id != 0 {
@@ -158,7 +160,7 @@ func (j *Journeys) write(id uint64, calls []Call) error {
 }
 
 // appendHeader appends the header line of journey id.
-func (j *Journeys) appendHeader(b []byte, id uint64, calls []Call) []byte {
+func (j *Journeys) appendHeader(b []byte, id uint64, calls []call.Call) []byte {
 	b = j.f.color(b, colFunc)
 	b = append(b, "journey 0x"...)
 	b = strconv.AppendUint(b, id, 16)
@@ -169,7 +171,7 @@ func (j *Journeys) appendHeader(b []byte, id uint64, calls []Call) []byte {
 	if len(calls) != 1 {
 		b = append(b, 's')
 	}
-	end := slices.IndexFunc(calls, func(c Call) bool { return c.Flags&TrackEnd != 0 })
+	end := slices.IndexFunc(calls, func(c call.Call) bool { return c.Flags&call.TrackEnd != 0 })
 	if end < 0 {
 		b = j.f.color(b, colNote)
 		b = append(b, ", still tracked"...)
@@ -189,10 +191,10 @@ func (j *Journeys) appendHeader(b []byte, id uint64, calls []Call) []byte {
 
 // dropReason returns the value of the first enum argument named reason
 // among calls, as an skb's drop reason.
-func dropReason(calls []Call) (string, bool) {
+func dropReason(calls []call.Call) (string, bool) {
 	for i := range calls {
 		for _, a := range calls[i].Args {
-			if a.Name == "reason" && a.Kind == KindEnum {
+			if a.Name == "reason" && a.Kind == call.KindEnum {
 				if a.Str == "" {
 					return strconv.FormatUint(a.Bits, 10), true
 				}

@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/trawl-dev/trawl/call"
 )
 
 // TestJourneys groups calls by journey, in start order, writes a journey
@@ -13,20 +15,20 @@ import (
 // calls of no journey at once; as a tree, each task's calls are indented
 // from their least depth.
 func TestJourneys(t *testing.T) {
-	call := func(ts uint64, fn string, track uint64, depth int, flags CallFlags, args ...Value) Call {
-		return Call{TS: ts, Duration: 1000, PID: 7, TID: 7, Comm: "nc", Func: fn, Track: track, Depth: depth, Flags: flags, Args: args}
+	mkCall := func(ts uint64, fn string, track uint64, depth int, flags call.CallFlags, args ...call.Value) call.Call {
+		return call.Call{TS: ts, Duration: 1000, PID: 7, TID: 7, Comm: "nc", Func: fn, Track: track, Depth: depth, Flags: flags, Args: args}
 	}
-	reason := Value{Kind: KindEnum, Name: "reason", Str: "SKB_DROP_REASON_NO_SOCKET", Bits: 3}
-	calls := []Call{
+	reason := call.Value{Kind: call.KindEnum, Name: "reason", Str: "SKB_DROP_REASON_NO_SOCKET", Bits: 3}
+	calls := []call.Call{
 		// Exits come innermost first.
-		call(20, "skb_clone", 0xa, 5, 0),
-		call(10, "__tcp_transmit_skb", 0xa, 4, 0),
-		call(30, "tcp_v4_rcv", 0xb, 3, 0),
-		call(40, "ip_rcv", 0xc, 3, 0),
-		call(52, "kfree_skbmem", 0xa, 6, 0),
-		call(51, "sk_skb_reason_drop", 0xa, 5, 0, reason),
-		call(50, "tcp_v4_rcv", 0xa, 4, TrackEnd),
-		call(60, "lost_object", 0, 2, 0),
+		mkCall(20, "skb_clone", 0xa, 5, 0),
+		mkCall(10, "__tcp_transmit_skb", 0xa, 4, 0),
+		mkCall(30, "tcp_v4_rcv", 0xb, 3, 0),
+		mkCall(40, "ip_rcv", 0xc, 3, 0),
+		mkCall(52, "kfree_skbmem", 0xa, 6, 0),
+		mkCall(51, "sk_skb_reason_drop", 0xa, 5, 0, reason),
+		mkCall(50, "tcp_v4_rcv", 0xa, 4, call.TrackEnd),
+		mkCall(60, "lost_object", 0, 2, 0),
 	}
 	for _, tree := range []bool{false, true} {
 		var out bytes.Buffer
@@ -82,7 +84,7 @@ func TestJourneysBounded(t *testing.T) {
 	var out bytes.Buffer
 	j := NewJourneys(&out, Options{}, false)
 	for i := range maxOpen {
-		c := Call{TS: uint64(i), Func: "f", Track: uint64(i%1000 + 1)}
+		c := call.Call{TS: uint64(i), Func: "f", Track: uint64(i%1000 + 1)}
 		if err := j.Call(&c); err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/trawl-dev/trawl/call"
 )
 
 // JSON writes one JSON object per call and line (JSON lines). The schema,
@@ -63,7 +65,7 @@ func NewJSON(w io.Writer, opts Options) *JSON {
 }
 
 // Call writes c as one JSON object and a newline.
-func (j *JSON) Call(c *Call) error {
+func (j *JSON) Call(c *call.Call) error {
 	b := append(j.line[:0], `{"ts":`...)
 	b = strconv.AppendUint(b, c.TS, 10)
 	if j.opts.WallOffset != 0 {
@@ -85,14 +87,14 @@ func (j *JSON) Call(c *Call) error {
 		b = append(b, `,"module":`...)
 		b = appendJSONString(b, c.Module)
 	}
-	if c.Flags&ExitOnly == 0 {
+	if c.Flags&call.ExitOnly == 0 {
 		b = append(b, `,"args":`...)
 		b = appendJSONArgs(b, c.Args)
 	}
-	if c.Ret.Kind != KindNone {
+	if c.Ret.Kind != call.KindNone {
 		b = append(b, `,"ret":`...)
 		b = appendJSONValue(b, &c.Ret)
-		if c.Ret.Kind == KindErrno && c.Ret.Str != "" {
+		if c.Ret.Kind == call.KindErrno && c.Ret.Str != "" {
 			b = append(b, `,"errno":`...)
 			b = appendJSONString(b, c.Ret.Str)
 		}
@@ -111,7 +113,7 @@ func (j *JSON) Call(c *Call) error {
 		b = append(b, `,"chain":`...)
 		b = strconv.AppendUint(b, uint64(c.Chain), 10)
 	}
-	if c.Flags&Origin != 0 {
+	if c.Flags&call.Origin != 0 {
 		b = append(b, `,"origin":true`...)
 	}
 	if c.Track != 0 {
@@ -120,7 +122,7 @@ func (j *JSON) Call(c *Call) error {
 		b = append(b, '"')
 	}
 	b = appendJSONStack(b, c.Stack)
-	b = appendJSONFlags(b, c.Flags&^Origin)
+	b = appendJSONFlags(b, c.Flags&^call.Origin)
 	b = append(b, "}\n"...)
 	j.line = b
 	_, err := j.w.Write(b)
@@ -146,7 +148,7 @@ func appendJSONStack(b []byte, stack []string) []byte {
 }
 
 // appendJSONArgs appends the arguments as an object.
-func appendJSONArgs(b []byte, args []Value) []byte {
+func appendJSONArgs(b []byte, args []call.Value) []byte {
 	b = append(b, '{')
 	for i := range args {
 		if i > 0 {
@@ -162,7 +164,7 @@ func appendJSONArgs(b []byte, args []Value) []byte {
 
 // appendJSONShow appends the --show values as an object keyed by their
 // expressions.
-func appendJSONShow(b []byte, show []Value) []byte {
+func appendJSONShow(b []byte, show []call.Value) []byte {
 	b = append(b, '{')
 	for i := range show {
 		if i > 0 {
@@ -175,16 +177,16 @@ func appendJSONShow(b []byte, show []Value) []byte {
 	return append(b, '}')
 }
 
-func appendJSONFlags(b []byte, f CallFlags) []byte {
+func appendJSONFlags(b []byte, f call.CallFlags) []byte {
 	if f == 0 {
 		return b
 	}
 	b = append(b, `,"flags":[`...)
 	sep := false
 	for _, fl := range []struct {
-		flag CallFlags
+		flag call.CallFlags
 		name string
-	}{{EntryOnly, `"entry_only"`}, {ExitOnly, `"exit_only"`}, {Missed, `"missed"`}, {Origin, `"origin"`}, {TrackEnd, `"track_end"`}} {
+	}{{call.EntryOnly, `"entry_only"`}, {call.ExitOnly, `"exit_only"`}, {call.Missed, `"missed"`}, {call.Origin, `"origin"`}, {call.TrackEnd, `"track_end"`}} {
 		if f&fl.flag != 0 {
 			if sep {
 				b = append(b, ',')
@@ -198,48 +200,48 @@ func appendJSONFlags(b []byte, f CallFlags) []byte {
 
 // AppendJSONValue appends v as the JSON renderer writes it (see JSON):
 // for other exporters that carry a value as JSON text.
-func AppendJSONValue(b []byte, v *Value) []byte { return appendJSONValue(b, v) }
+func AppendJSONValue(b []byte, v *call.Value) []byte { return appendJSONValue(b, v) }
 
 // appendJSONValue appends v following the schema in the JSON doc comment.
-func appendJSONValue(b []byte, v *Value) []byte {
+func appendJSONValue(b []byte, v *call.Value) []byte {
 	switch v.Kind {
-	case KindInt, KindErrno:
+	case call.KindInt, call.KindErrno:
 		return strconv.AppendInt(b, v.Int(), 10)
-	case KindUint:
+	case call.KindUint:
 		return strconv.AppendUint(b, v.Uint(), 10)
-	case KindBool:
+	case call.KindBool:
 		return strconv.AppendBool(b, v.Bool())
-	case KindFloat:
+	case call.KindFloat:
 		if x := v.Float(); !math.IsInf(x, 0) && !math.IsNaN(x) {
 			return strconv.AppendFloat(b, x, 'g', -1, 64)
 		}
-	case KindEnum:
+	case call.KindEnum:
 		if v.Str == "" {
 			return strconv.AppendUint(b, v.Uint(), 10)
 		}
 		return appendJSONString(b, v.Str)
-	case KindString:
+	case call.KindString:
 		return appendJSONString(b, v.Str)
-	case KindBytes:
+	case call.KindBytes:
 		b = append(b, '"')
 		b = appendHexBytes(b, v.Str)
 		return append(b, '"')
-	case KindPointer:
+	case call.KindPointer:
 		if v.Uint() == 0 {
 			break
 		}
 		b = append(b, '"')
 		b = appendPointer(b, v) // symbol names and hex need no escaping
 		return append(b, '"')
-	case KindStruct:
+	case call.KindStruct:
 		return appendJSONObject(b, v)
-	case KindArray:
+	case call.KindArray:
 		return appendJSONArray(b, v)
 	}
 	return append(b, "null"...)
 }
 
-func appendJSONObject(b []byte, v *Value) []byte {
+func appendJSONObject(b []byte, v *call.Value) []byte {
 	b = append(b, '{')
 	for i := range v.Fields {
 		if i > 0 {
@@ -277,7 +279,7 @@ func appendMark(b []byte, sep bool, key string) []byte {
 	return append(b, key...)
 }
 
-func appendJSONArray(b []byte, v *Value) []byte {
+func appendJSONArray(b []byte, v *call.Value) []byte {
 	if v.IsElided() {
 		return append(b, `{"$elided":true}`...)
 	}

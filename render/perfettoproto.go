@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/trawl-dev/trawl/call"
 )
 
 // PerfettoProto writes Perfetto's native trace format, a Trace protobuf
@@ -173,7 +175,7 @@ const processTrack = math.MaxUint32
 
 // Call writes the packets of c: the clock snapshot before the first call,
 // descriptors of a new process or thread track, and the call's events.
-func (p *PerfettoProto) Call(c *Call) error {
+func (p *PerfettoProto) Call(c *call.Call) error {
 	pid, tid := timelineTask(c)
 	b := p.b
 	if !p.started {
@@ -196,7 +198,7 @@ func (p *PerfettoProto) Call(c *Call) error {
 	b = appendVarintField(b, eventCategory, p.intern(&p.categories, category))
 	b = appendVarintField(b, eventNameIID, p.intern(&p.eventNames, c.Func))
 	typ := uint64(typeSliceBegin)
-	if c.Flags&(EntryOnly|ExitOnly) != 0 {
+	if c.Flags&(call.EntryOnly|call.ExitOnly) != 0 {
 		typ = typeInstant
 	}
 	b = appendVarintField(b, eventType, typ)
@@ -331,9 +333,9 @@ func (p *PerfettoProto) intern(t *interner, s string) uint64 {
 }
 
 // appendAnnotations appends the debug annotations of c's event.
-func (p *PerfettoProto) appendAnnotations(b []byte, c *Call) []byte {
+func (p *PerfettoProto) appendAnnotations(b []byte, c *call.Call) []byte {
 	var ann int
-	if c.Flags&ExitOnly == 0 {
+	if c.Flags&call.ExitOnly == 0 {
 		b, ann = p.openAnnotation(b, eventDebug, "args")
 		if len(c.Args) == 0 {
 			b = appendStringField(b, debugLegacyJSON, "{}")
@@ -354,9 +356,9 @@ func (p *PerfettoProto) appendAnnotations(b []byte, c *Call) []byte {
 		}
 		b = appendClose(b, ann)
 	}
-	if c.Ret.Kind != KindNone {
+	if c.Ret.Kind != call.KindNone {
 		b = p.appendValue(b, eventDebug, "ret", &c.Ret)
-		if c.Ret.Kind == KindErrno && c.Ret.Str != "" {
+		if c.Ret.Kind == call.KindErrno && c.Ret.Str != "" {
 			b, ann = p.openAnnotation(b, eventDebug, "errno")
 			b = appendVarintField(b, debugStringValueIID, p.intern(&p.strs, c.Ret.Str))
 			b = appendClose(b, ann)
@@ -383,9 +385,9 @@ func (p *PerfettoProto) appendAnnotations(b []byte, c *Call) []byte {
 	if c.Flags != 0 {
 		b, ann = p.openAnnotation(b, eventDebug, "flags")
 		for _, fl := range []struct {
-			flag CallFlags
+			flag call.CallFlags
 			name string
-		}{{EntryOnly, "entry_only"}, {ExitOnly, "exit_only"}, {Missed, "missed"}, {Origin, "origin"}} {
+		}{{call.EntryOnly, "entry_only"}, {call.ExitOnly, "exit_only"}, {call.Missed, "missed"}, {call.Origin, "origin"}} {
 			if c.Flags&fl.flag != 0 {
 				var elem int
 				b, elem = appendOpen(b, debugArrayValues)
@@ -406,7 +408,7 @@ func (p *PerfettoProto) openAnnotation(b []byte, field protowire.Number, name st
 
 // appendValue appends v as a DebugAnnotation in field: named name in an
 // event or a dictionary, unnamed in an array (debugArrayValues).
-func (p *PerfettoProto) appendValue(b []byte, field protowire.Number, name string, v *Value) []byte {
+func (p *PerfettoProto) appendValue(b []byte, field protowire.Number, name string, v *call.Value) []byte {
 	var ann int
 	if field == debugArrayValues {
 		b, ann = appendOpen(b, field)
@@ -414,36 +416,36 @@ func (p *PerfettoProto) appendValue(b []byte, field protowire.Number, name strin
 		b, ann = p.openAnnotation(b, field, name)
 	}
 	switch v.Kind {
-	case KindInt, KindErrno:
+	case call.KindInt, call.KindErrno:
 		b = appendVarintField(b, debugIntValue, uint64(v.Int()))
-	case KindUint:
+	case call.KindUint:
 		b = appendVarintField(b, debugUintValue, v.Uint())
-	case KindBool:
+	case call.KindBool:
 		b = appendVarintField(b, debugBoolValue, protowire.EncodeBool(v.Bool()))
-	case KindFloat:
+	case call.KindFloat:
 		b = protowire.AppendTag(b, debugDoubleValue, protowire.Fixed64Type)
 		b = protowire.AppendFixed64(b, math.Float64bits(v.Float()))
-	case KindEnum:
+	case call.KindEnum:
 		if v.Str == "" {
 			b = appendVarintField(b, debugUintValue, v.Uint())
 		} else {
 			b = appendVarintField(b, debugStringValueIID, p.intern(&p.strs, v.Str))
 		}
-	case KindString:
+	case call.KindString:
 		b = appendStringField(b, debugStringValue, v.Str)
-	case KindBytes:
+	case call.KindBytes:
 		b = protowire.AppendTag(b, debugStringValue, protowire.BytesType)
 		b = protowire.AppendVarint(b, 2*uint64(len(v.Str)))
 		b = appendHexBytes(b, v.Str)
-	case KindPointer:
+	case call.KindPointer:
 		if v.Uint() == 0 || v.Str == "" {
 			b = appendVarintField(b, debugPointerValue, v.Uint())
 			break
 		}
 		b = p.appendSymbol(b, v)
-	case KindStruct:
+	case call.KindStruct:
 		b = p.appendObject(b, v)
-	case KindArray:
+	case call.KindArray:
 		b = p.appendArray(b, v)
 	}
 	return appendClose(b, ann)
@@ -456,7 +458,7 @@ const maxInternedStrings = 1 << 16
 // appendSymbol appends the value of a pointer into a symbol, "sym+0xoff",
 // as appendPointer shows it. The symbols a trace meets are few and
 // repeated, so their strings are interned.
-func (p *PerfettoProto) appendSymbol(b []byte, v *Value) []byte {
+func (p *PerfettoProto) appendSymbol(b []byte, v *call.Value) []byte {
 	p.sym = appendPointer(p.sym[:0], v)
 	iid, ok := p.strs.iids[string(p.sym)]
 	if !ok && len(p.strs.iids) < maxInternedStrings {
@@ -471,7 +473,7 @@ func (p *PerfettoProto) appendSymbol(b []byte, v *Value) []byte {
 
 // appendObject appends the members of a struct and the marks of the JSON
 // schema ($more, $truncated, $elided, $cut) as dictionary entries.
-func (p *PerfettoProto) appendObject(b []byte, v *Value) []byte {
+func (p *PerfettoProto) appendObject(b []byte, v *call.Value) []byte {
 	if len(v.Fields) == 0 && v.More == 0 && !v.IsTruncated() && !v.IsElided() && !v.IsCut() {
 		return appendStringField(b, debugLegacyJSON, "{}")
 	}
@@ -495,7 +497,7 @@ func (p *PerfettoProto) appendObject(b []byte, v *Value) []byte {
 
 // appendArray appends the elements of an array and, when it was cut, a
 // last element {"$more": N}; an elided array is {"$elided": true}.
-func (p *PerfettoProto) appendArray(b []byte, v *Value) []byte {
+func (p *PerfettoProto) appendArray(b []byte, v *call.Value) []byte {
 	switch {
 	case v.IsElided():
 		return p.appendMark(b, "$elided")

@@ -3,8 +3,6 @@
 package render_test
 
 import (
-	"github.com/trawl-dev/trawl/render"
-
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -13,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/internal/render/rendertest"
+	"github.com/trawl-dev/trawl/render"
 )
 
 // TestPerfettoProtoAgrees renders calls as a Perfetto protobuf trace and
@@ -22,7 +22,7 @@ import (
 func TestPerfettoProtoAgrees(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		calls []render.Call
+		calls []call.Call
 	}{
 		{"golden calls", testCalls(t)},
 		{"arguments named like trawl's keys", argNameCalls()},
@@ -103,63 +103,63 @@ func comparePerfetto(events []rendertest.PerfettoEvent, chromeJSON []byte) []err
 // valueKindCalls are calls with values of every kind and shape: marks,
 // empty and cut containers, values that are not finite or not valid
 // UTF-8, and values long enough to need lengths of two and three bytes.
-func valueKindCalls() []render.Call {
-	i := func(name string, v int64) render.Value {
-		return render.Value{Kind: render.KindInt, Name: name, Bits: uint64(v)}
+func valueKindCalls() []call.Call {
+	i := func(name string, v int64) call.Value {
+		return call.Value{Kind: call.KindInt, Name: name, Bits: uint64(v)}
 	}
-	str := func(name, s string) render.Value {
-		return render.Value{Kind: render.KindString, Name: name, Str: s}
+	str := func(name, s string) call.Value {
+		return call.Value{Kind: call.KindString, Name: name, Str: s}
 	}
-	float := func(name string, x float64) render.Value {
-		return render.Value{Kind: render.KindFloat, Name: name, Bits: math.Float64bits(x)}
+	float := func(name string, x float64) call.Value {
+		return call.Value{Kind: call.KindFloat, Name: name, Bits: math.Float64bits(x)}
 	}
-	return []render.Call{
+	return []call.Call{
 		{TS: 1_000_000_000, Duration: 1500, CPU: 1, PID: 100, TID: 100, Comm: "bad\xffcomm", Func: "kinds",
-			Args: []render.Value{
+			Args: []call.Value{
 				i("neg", -100),
-				{Kind: render.KindUint, Name: "max", Bits: math.MaxUint64},
-				{Kind: render.KindBool, Name: "yes", Bits: 1},
-				{Kind: render.KindBool, Name: "no"},
+				{Kind: call.KindUint, Name: "max", Bits: math.MaxUint64},
+				{Kind: call.KindBool, Name: "yes", Bits: 1},
+				{Kind: call.KindBool, Name: "no"},
 				float("pi", 3.25), float("nan", math.NaN()), float("inf", math.Inf(-1)),
-				{Kind: render.KindEnum, Name: "state", Str: "TCP_ESTABLISHED", Bits: 1},
-				{Kind: render.KindEnum, Name: "state2", Str: "TCP_ESTABLISHED", Bits: 1},
-				{Kind: render.KindEnum, Name: "anon", Bits: 77},
+				{Kind: call.KindEnum, Name: "state", Str: "TCP_ESTABLISHED", Bits: 1},
+				{Kind: call.KindEnum, Name: "state2", Str: "TCP_ESTABLISHED", Bits: 1},
+				{Kind: call.KindEnum, Name: "anon", Bits: 77},
 				str("utf8", "é ✓"), str("invalid", "a\xff\xfeb"), str("empty", ""),
-				{Kind: render.KindBytes, Name: "raw", Str: "\x00\xff\x10", More: 2},
-				{Kind: render.KindPointer, Name: "null"},
-				{Kind: render.KindPointer, Name: "plain", Bits: 0xffff888001234000},
-				{Kind: render.KindPointer, Name: "sym", Str: "ext4_file_operations", Bits: 0xffffffff82016e40},
-				{Kind: render.KindPointer, Name: "symoff", Str: "tcp_prot", Off: 0x10, Bits: 0xffffffff81c8e510},
-				{Kind: render.KindUnknown, Name: "gone"},
-				{Kind: render.KindStruct, Name: "emptystruct"},
-				{Kind: render.KindArray, Name: "emptyarray"},
-				{Kind: render.KindArray, Name: "elidedarray", Flags: render.Elided},
-				{Kind: render.KindStruct, Name: "cutstruct", Flags: render.Cut},
-				{Kind: render.KindArray, Name: "cut", Fields: []render.Value{i("", 1), {Kind: render.KindUnknown}, i("", -2)}, More: 6},
-				{Kind: render.KindArray, Name: "onlymore", More: 3},
-				{Kind: render.KindArray, Name: "nested", Fields: []render.Value{
-					{Kind: render.KindArray, Fields: []render.Value{i("", 1)}},
-					{Kind: render.KindStruct, Fields: []render.Value{i("a", 1)}},
+				{Kind: call.KindBytes, Name: "raw", Str: "\x00\xff\x10", More: 2},
+				{Kind: call.KindPointer, Name: "null"},
+				{Kind: call.KindPointer, Name: "plain", Bits: 0xffff888001234000},
+				{Kind: call.KindPointer, Name: "sym", Str: "ext4_file_operations", Bits: 0xffffffff82016e40},
+				{Kind: call.KindPointer, Name: "symoff", Str: "tcp_prot", Off: 0x10, Bits: 0xffffffff81c8e510},
+				{Kind: call.KindUnknown, Name: "gone"},
+				{Kind: call.KindStruct, Name: "emptystruct"},
+				{Kind: call.KindArray, Name: "emptyarray"},
+				{Kind: call.KindArray, Name: "elidedarray", Flags: call.Elided},
+				{Kind: call.KindStruct, Name: "cutstruct", Flags: call.Cut},
+				{Kind: call.KindArray, Name: "cut", Fields: []call.Value{i("", 1), {Kind: call.KindUnknown}, i("", -2)}, More: 6},
+				{Kind: call.KindArray, Name: "onlymore", More: 3},
+				{Kind: call.KindArray, Name: "nested", Fields: []call.Value{
+					{Kind: call.KindArray, Fields: []call.Value{i("", 1)}},
+					{Kind: call.KindStruct, Fields: []call.Value{i("a", 1)}},
 				}},
-				{Kind: render.KindStruct, Name: "marks", Flags: render.Truncated, More: 4, Fields: []render.Value{
-					{Kind: render.KindStruct, Name: "deep", Flags: render.Elided},
+				{Kind: call.KindStruct, Name: "marks", Flags: call.Truncated, More: 4, Fields: []call.Value{
+					{Kind: call.KindStruct, Name: "deep", Flags: call.Elided},
 					i("x", 5),
 				}},
-				{Kind: render.KindStruct, Name: "long", Fields: []render.Value{
+				{Kind: call.KindStruct, Name: "long", Fields: []call.Value{
 					str("s300", strings.Repeat("x", 300)),
 					str("s20000", strings.Repeat("y", 20000)),
 				}},
 				i("", 7), // no BTF name: argN
 			},
-			Ret: render.Value{Kind: render.KindErrno, Bits: uint64(1<<64 - 600)}},
+			Ret: call.Value{Kind: call.KindErrno, Bits: uint64(1<<64 - 600)}},
 		{TS: 1_000_002_000, Duration: 2_345_678, CPU: 0, PID: 100, TID: 101, Comm: "worker", Func: "noargs",
-			Ret: render.Value{Kind: render.KindPointer, Bits: 0x7f0000001000}},
+			Ret: call.Value{Kind: call.KindPointer, Bits: 0x7f0000001000}},
 		{TS: 1_000_002_500, Duration: 800, CPU: 0, PID: 100, TID: 101, Comm: "worker", Func: "kinds", Depth: 1,
-			Args: []render.Value{{Kind: render.KindEnum, Name: "state", Str: "TCP_CLOSE", Bits: 7}}},
-		{TS: 1_000_004_000, CPU: 1, PID: 0, TID: 0, Comm: "swapper/1", Func: "nf_hook_slow", Module: "nf_tables", Flags: render.ExitOnly | render.Missed,
+			Args: []call.Value{{Kind: call.KindEnum, Name: "state", Str: "TCP_CLOSE", Bits: 7}}},
+		{TS: 1_000_004_000, CPU: 1, PID: 0, TID: 0, Comm: "swapper/1", Func: "nf_hook_slow", Module: "nf_tables", Flags: call.ExitOnly | call.Missed,
 			Ret: i("", 1)},
-		{TS: 1_000_005_000, CPU: 2, PID: 0, TID: 0, Comm: "swapper/2", Func: "nf_hook_slow", Module: "nf_tables", Flags: render.EntryOnly,
-			Args: []render.Value{i("pf", 2)}},
+		{TS: 1_000_005_000, CPU: 2, PID: 0, TID: 0, Comm: "swapper/2", Func: "nf_hook_slow", Module: "nf_tables", Flags: call.EntryOnly,
+			Args: []call.Value{i("pf", 2)}},
 	}
 }
 
@@ -220,7 +220,7 @@ func TestPerfettoProtoCut(t *testing.T) {
 // TestPerfettoProtoSize checks that a long trace is much smaller as
 // Perfetto protobuf than as Chrome JSON.
 func TestPerfettoProtoSize(t *testing.T) {
-	var calls []render.Call
+	var calls []call.Call
 	for round := range uint64(100) {
 		for _, c := range testCalls(t) {
 			c.TS += round * 1e9

@@ -7,10 +7,13 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/trawl-dev/trawl/call"
 )
 
 // StatsOptions configure the Stats renderer.
@@ -30,21 +33,7 @@ type StatsOptions struct {
 	// Source, if set, gives the figures, counted elsewhere (in the kernel:
 	// Session.FunctionStats), each Interval and at Close; Call is then not
 	// used.
-	Source func() ([]FunctionStats, error)
-}
-
-// FunctionStats are one function's figures since the trace began.
-type FunctionStats struct {
-	Func   string
-	Module string // "" for vmlinux
-	// Calls counts the calls that ended, Errors those of them that
-	// returned an error, Errnos those by errno (0 for a NULL pointer).
-	Calls, Errors uint64
-	Errnos        map[int]uint64
-	// Total is the sum of the durations (ns) of the calls whose entry was
-	// seen, and Latency their histogram.
-	Total   uint64
-	Latency Histogram
+	Source func() ([]call.FunctionStats, error)
 }
 
 // SortColumns are the valid values of StatsOptions.SortBy.
@@ -69,7 +58,7 @@ type funcStats struct {
 	calls  uint64
 	errors uint64
 	total  uint64 // sum of durations, ns
-	hist   Histogram
+	hist   call.Histogram
 }
 
 // load replaces the figures with those of Source; s.mu is held.
@@ -107,7 +96,7 @@ func NewStats(w io.Writer, opts StatsOptions) (*Stats, error) {
 
 // Call adds c to its function's figures. Calls whose exit was not seen
 // count no latency.
-func (s *Stats) Call(c *Call) error {
+func (s *Stats) Call(c *call.Call) error {
 	name := c.Func
 	if c.Module != "" {
 		name = c.Module + ":" + c.Func
@@ -120,10 +109,10 @@ func (s *Stats) Call(c *Call) error {
 		s.funcs[name] = f
 	}
 	f.calls++
-	if c.Ret.Kind == KindErrno {
+	if c.Ret.Kind == call.KindErrno {
 		f.errors++
 	}
-	if c.Flags&(EntryOnly|ExitOnly) == 0 {
+	if c.Flags&(call.EntryOnly|call.ExitOnly) == 0 {
 		f.hist.Record(c.Duration)
 		f.total += c.Duration
 	}
@@ -225,7 +214,7 @@ func (f *funcStats) key(col string) uint64 {
 }
 
 // latency formats a quantile, "-" without values.
-func latency(h *Histogram, q float64) string {
+func latency(h *call.Histogram, q float64) string {
 	if h.Count() == 0 {
 		return "-"
 	}
@@ -240,7 +229,7 @@ const histogramWidth = 40
 
 // writeHistogram writes f's latencies per power of two, as bars.
 func writeHistogram(w io.Writer, f *funcStats) {
-	counts := f.hist.log2Counts()
+	counts := log2Counts(&f.hist)
 	var most uint64
 	first := -1
 	for k, n := range counts {
@@ -264,6 +253,20 @@ func writeHistogram(w io.Writer, f *funcStats) {
 		fmt.Fprintf(w, "[%7s, %7s) %10d |%-*s|\n", appendDuration(nil, lo), appendDuration(nil, hi),
 			counts[k], histogramWidth, strings.Repeat("@", bar))
 	}
+}
+
+// log2Counts returns h's counts per power of two: [2^k, 2^(k+1)) at
+// index k+1, and 0 at index 0.
+func log2Counts(h *call.Histogram) []uint64 {
+	var out []uint64
+	for _, b := range h.Buckets() {
+		k := bits.Len64(b.Lo)
+		if k >= len(out) {
+			out = append(out, make([]uint64, k+1-len(out))...)
+		}
+		out[k] += b.Count
+	}
+	return out
 }
 
 // Flush does nothing: the statistics are written whole, at each interval

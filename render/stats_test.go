@@ -3,13 +3,14 @@
 package render_test
 
 import (
-	"github.com/trawl-dev/trawl/render"
-
 	"bytes"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/trawl-dev/trawl/call"
+	"github.com/trawl-dev/trawl/render"
 )
 
 func TestStatsGolden(t *testing.T) {
@@ -20,7 +21,7 @@ func TestStatsGolden(t *testing.T) {
 	}
 	calls := testCalls(t)
 	for i := range 1000 { // a spread of latencies for the histogram
-		calls = append(calls, render.Call{Func: "tcp_sendmsg", Duration: uint64(1000 + i*i*10)})
+		calls = append(calls, call.Call{Func: "tcp_sendmsg", Duration: uint64(1000 + i*i*10)})
 	}
 	renderAll(t, s, calls)
 	golden(t, "stats.golden", out.Bytes())
@@ -81,12 +82,12 @@ func TestStatsSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h render.Histogram
+	var h call.Histogram
 	var total uint64
 	for _, d := range durations {
 		h.Record(d)
 		total += d
-		if err := s.Call(&render.Call{Func: "vfs_read", Duration: d}); err != nil {
+		if err := s.Call(&call.Call{Func: "vfs_read", Duration: d}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,14 +95,14 @@ func TestStatsSource(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The kernel's buckets: render.Histogram's layout, one count each.
+	// The kernel's buckets: call.Histogram's layout, one count each.
 	counts := make([]uint64, 256)
 	for _, d := range durations {
 		counts[kernelBucket(d)]++
 	}
 	var bySource bytes.Buffer
-	src := func() ([]render.FunctionStats, error) {
-		return []render.FunctionStats{{Func: "vfs_read", Calls: uint64(len(durations)), Total: total, Latency: render.NewHistogram(counts, 1<<33)}}, nil
+	src := func() ([]call.FunctionStats, error) {
+		return []call.FunctionStats{{Func: "vfs_read", Calls: uint64(len(durations)), Total: total, Latency: call.NewHistogram(counts, 1<<33)}}, nil
 	}
 	s, err = render.NewStats(&bySource, render.StatsOptions{Histogram: "vfs_read", Source: src})
 	if err != nil {
@@ -117,13 +118,13 @@ func TestStatsSource(t *testing.T) {
 
 // kernelBucket is capture.c's hist_bucket.
 func kernelBucket(ns uint64) int {
-	if ns < render.HistogramExact {
+	if ns < call.HistogramExact {
 		return int(ns)
 	}
 	e := 0
 	for v := ns; v > 1; v >>= 1 {
 		e++
 	}
-	i := render.HistogramExact + (e-4)<<render.HistogramSubBits + int(ns>>(e-render.HistogramSubBits))&(1<<render.HistogramSubBits-1)
+	i := call.HistogramExact + (e-4)<<call.HistogramSubBits + int(ns>>(e-call.HistogramSubBits))&(1<<call.HistogramSubBits-1)
 	return min(i, 255)
 }

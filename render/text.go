@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/trawl-dev/trawl/call"
 )
 
 // ANSI colours used on terminals.
@@ -40,7 +42,7 @@ func NewText(w io.Writer, opts Options) *Text {
 }
 
 // Call writes c as one line.
-func (t *Text) Call(c *Call) error {
+func (t *Text) Call(c *call.Call) error {
 	b := t.f.appendTime(t.line[:0], c.TS)
 	b = append(b, ' ')
 	b = t.f.appendTask(b, c)
@@ -93,7 +95,7 @@ func (f *formatter) appendTime(b []byte, ts uint64) []byte {
 }
 
 // appendTask appends comm[pid] or comm[pid/tid] for threads.
-func (f *formatter) appendTask(b []byte, c *Call) []byte {
+func (f *formatter) appendTask(b []byte, c *call.Call) []byte {
 	b = f.color(b, colTask)
 	b = append(b, c.Comm...)
 	b = append(b, '[')
@@ -107,7 +109,7 @@ func (f *formatter) appendTask(b []byte, c *Call) []byte {
 }
 
 // appendCall appends module:func(args) = ret and the call's notes.
-func (f *formatter) appendCall(b []byte, c *Call) []byte {
+func (f *formatter) appendCall(b []byte, c *call.Call) []byte {
 	b = f.color(b, colFunc)
 	if c.Module != "" {
 		b = append(b, c.Module...)
@@ -116,7 +118,7 @@ func (f *formatter) appendCall(b []byte, c *Call) []byte {
 	b = append(b, c.Func...)
 	b = f.color(b, colReset)
 	b = append(b, '(')
-	if c.Flags&ExitOnly != 0 {
+	if c.Flags&call.ExitOnly != 0 {
 		b = append(b, '?')
 	}
 	for i := range c.Args {
@@ -129,11 +131,11 @@ func (f *formatter) appendCall(b []byte, c *Call) []byte {
 	}
 	b = append(b, ')')
 	switch {
-	case c.Flags&EntryOnly != 0:
+	case c.Flags&call.EntryOnly != 0:
 		b = f.color(b, colNote)
 		b = append(b, " = ? (no exit)"...)
 		b = f.color(b, colReset)
-	case c.Ret.Kind != KindNone:
+	case c.Ret.Kind != call.KindNone:
 		b = append(b, " = "...)
 		b = f.appendValue(b, &c.Ret)
 	}
@@ -146,12 +148,12 @@ func (f *formatter) appendCall(b []byte, c *Call) []byte {
 		b = append(b, '=')
 		b = f.appendValue(b, &c.Show[i])
 	}
-	if c.Flags&Missed != 0 {
+	if c.Flags&call.Missed != 0 {
 		b = f.color(b, colNote)
 		b = append(b, " [missed events]"...)
 		b = f.color(b, colReset)
 	}
-	if c.Flags&Origin != 0 {
+	if c.Flags&call.Origin != 0 {
 		b = f.color(b, colNote)
 		b = append(b, " <- error origin"...)
 		b = f.color(b, colReset)
@@ -162,8 +164,8 @@ func (f *formatter) appendCall(b []byte, c *Call) []byte {
 // appendStack appends c's kernel stack, a frame a line indented by
 // indent spaces, innermost first. Of an error chain, only the origin's
 // stack is shown: the calls out to the entry are on it.
-func (f *formatter) appendStack(b []byte, c *Call, indent int) []byte {
-	if c.Chain != 0 && c.Flags&Origin == 0 {
+func (f *formatter) appendStack(b []byte, c *call.Call, indent int) []byte {
+	if c.Chain != 0 && c.Flags&call.Origin == 0 {
 		return b
 	}
 	for _, frame := range c.Stack {
@@ -214,11 +216,11 @@ func appendDuration(b []byte, ns uint64) []byte {
 }
 
 // appendValue appends v as a C-like literal.
-func (f *formatter) appendValue(b []byte, v *Value) []byte {
+func (f *formatter) appendValue(b []byte, v *call.Value) []byte {
 	switch v.Kind {
-	case KindUnknown:
+	case call.KindUnknown:
 		return append(b, '?')
-	case KindInt:
+	case call.KindInt:
 		if v.IsHex() && v.Int() < 0 {
 			b = append(b, '-')
 			return appendHex(b, uint64(-v.Int()))
@@ -227,48 +229,48 @@ func (f *formatter) appendValue(b []byte, v *Value) []byte {
 			return appendHex(b, v.Uint())
 		}
 		return strconv.AppendInt(b, v.Int(), 10)
-	case KindUint:
+	case call.KindUint:
 		if v.IsHex() {
 			return appendHex(b, v.Uint())
 		}
 		return strconv.AppendUint(b, v.Uint(), 10)
-	case KindBool:
+	case call.KindBool:
 		return strconv.AppendBool(b, v.Bool())
-	case KindFloat:
+	case call.KindFloat:
 		return strconv.AppendFloat(b, v.Float(), 'g', -1, 64)
-	case KindEnum:
+	case call.KindEnum:
 		if v.Str == "" {
 			return strconv.AppendUint(b, v.Uint(), 10)
 		}
 		return append(b, v.Str...)
-	case KindString:
+	case call.KindString:
 		b = strconv.AppendQuote(b, v.Str)
 		if v.More > 0 || v.IsTruncated() {
 			b = append(b, "..."...)
 		}
 		return b
-	case KindBytes:
+	case call.KindBytes:
 		b = append(b, '<')
 		b = appendHexBytes(b, v.Str)
 		if v.More > 0 {
 			b = append(b, "..."...)
 		}
 		return append(b, '>')
-	case KindPointer:
+	case call.KindPointer:
 		return appendPointer(b, v)
-	case KindErrno:
+	case call.KindErrno:
 		b = f.color(b, colErr)
 		b = appendErrno(b, v)
 		return f.color(b, colReset)
-	case KindStruct:
+	case call.KindStruct:
 		return f.appendFields(b, v, '{', '}')
-	case KindArray:
+	case call.KindArray:
 		return f.appendFields(b, v, '[', ']')
 	}
 	return b
 }
 
-func (f *formatter) appendFields(b []byte, v *Value, open, close byte) []byte {
+func (f *formatter) appendFields(b []byte, v *call.Value, open, close byte) []byte {
 	b = append(b, open)
 	if v.IsElided() {
 		b = append(b, "..."...)
@@ -307,7 +309,7 @@ func (f *formatter) appendFields(b []byte, v *Value, open, close byte) []byte {
 }
 
 // appendPointer appends NULL, sym, sym+0xoff or the address in hex.
-func appendPointer(b []byte, v *Value) []byte {
+func appendPointer(b []byte, v *call.Value) []byte {
 	switch {
 	case v.Uint() == 0:
 		return append(b, "NULL"...)
@@ -328,7 +330,7 @@ func appendHex(b []byte, x uint64) []byte {
 }
 
 // appendErrno appends -ENAME, or -N for numbers without a name.
-func appendErrno(b []byte, v *Value) []byte {
+func appendErrno(b []byte, v *call.Value) []byte {
 	if v.Str == "" {
 		return strconv.AppendInt(b, v.Int(), 10)
 	}

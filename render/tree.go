@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/trawl-dev/trawl/call"
 )
 
 // maxBuffered bounds the calls buffered for one task: a larger tree is
@@ -30,20 +32,20 @@ const maxBuffered = 1 << 16
 type Tree struct {
 	w     *bufio.Writer
 	f     formatter
-	tasks map[uint32][]Call
+	tasks map[uint32][]call.Call
 	line  []byte
 }
 
 // NewTree returns a Tree renderer writing to w.
 func NewTree(w io.Writer, opts Options) *Tree {
-	return &Tree{w: bufio.NewWriterSize(w, 64<<10), f: newFormatter(opts), tasks: map[uint32][]Call{}}
+	return &Tree{w: bufio.NewWriterSize(w, 64<<10), f: newFormatter(opts), tasks: map[uint32][]call.Call{}}
 }
 
 // Call buffers c and writes its task's tree when c is the outermost call.
-func (t *Tree) Call(c *Call) error {
+func (t *Tree) Call(c *call.Call) error {
 	pending := t.tasks[c.TID]
 	if c.Depth == 0 && len(pending) == 0 {
-		return t.write([]Call{*c})
+		return t.write([]call.Call{*c})
 	}
 	cp := *c
 	cp.Args = slices.Clone(c.Args)
@@ -74,8 +76,8 @@ func (t *Tree) Close() error {
 }
 
 // write writes one task's calls as a tree under a header naming the task.
-func (t *Tree) write(calls []Call) error {
-	slices.SortStableFunc(calls, func(a, b Call) int {
+func (t *Tree) write(calls []call.Call) error {
+	slices.SortStableFunc(calls, func(a, b call.Call) int {
 		return cmp.Or(cmp.Compare(a.TS, b.TS), cmp.Compare(a.Depth, b.Depth))
 	})
 	root := &calls[0]

@@ -3,15 +3,15 @@
 package render_test
 
 import (
-	"github.com/trawl-dev/trawl/render"
-
 	"bufio"
 	"bytes"
 	"encoding/json"
 	"slices"
 	"testing"
 
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/internal/render/rendertest"
+	"github.com/trawl-dev/trawl/render"
 )
 
 // TestJSONValid checks that every line is a JSON object holding the schema's
@@ -38,7 +38,7 @@ func TestJSONValid(t *testing.T) {
 		if obj.TS == nil || *obj.TS != c.TS || obj.CPU == nil || obj.TID == nil || *obj.TID != c.TID || obj.Func != c.Func || obj.Duration != c.Duration {
 			t.Errorf("line %d does not match its call: %s", i+1, sc.Bytes())
 		}
-		if c.Flags&render.ExitOnly == 0 && len(obj.Args) != len(c.Args) {
+		if c.Flags&call.ExitOnly == 0 && len(obj.Args) != len(c.Args) {
 			t.Errorf("line %d: %d args, want %d", i+1, len(obj.Args), len(c.Args))
 		}
 	}
@@ -144,7 +144,7 @@ func TestChromeJSONValid(t *testing.T) {
 // checkSliceArgs checks that the args of e, the event of calls[n], hold the
 // call's CPU and its arguments in an object of their own, absent for an
 // exit-only call.
-func checkSliceArgs(t *testing.T, e traceEvent, calls []render.Call, n int) {
+func checkSliceArgs(t *testing.T, e traceEvent, calls []call.Call, n int) {
 	t.Helper()
 	if n >= len(calls) {
 		return // counted after the loop
@@ -162,9 +162,9 @@ func checkSliceArgs(t *testing.T, e traceEvent, calls []render.Call, n int) {
 		t.Errorf("%s: args without the CPU %d: %s", e.Name, c.CPU, e.Args)
 	}
 	switch {
-	case c.Flags&render.ExitOnly != 0 && args.Args != nil:
+	case c.Flags&call.ExitOnly != 0 && args.Args != nil:
 		t.Errorf("%s: exit-only call with arguments: %s", e.Name, e.Args)
-	case c.Flags&render.ExitOnly == 0 && (args.Args == nil || len(args.Args) != len(c.Args)):
+	case c.Flags&call.ExitOnly == 0 && (args.Args == nil || len(args.Args) != len(c.Args)):
 		t.Errorf("%s: %d arguments in args.args, want %d: %s", e.Name, len(args.Args), len(c.Args), e.Args)
 	}
 }
@@ -172,22 +172,22 @@ func checkSliceArgs(t *testing.T, e traceEvent, calls []render.Call, n int) {
 // argNameCalls are calls whose arguments are named like the keys trawl
 // adds to a slice's args: the kernel has functions with an int cpu or an
 // unsigned long flags.
-func argNameCalls() []render.Call {
-	return []render.Call{{
-		TS: 1000, Duration: 500, CPU: 3, PID: 10, TID: 11, Comm: "t", Func: "f", Flags: render.Missed,
-		Args: []render.Value{
-			{Kind: render.KindInt, Name: "cpu", Bits: 7},
-			{Kind: render.KindEnum, Name: "flags", Str: "GFP_KERNEL", Bits: 0xcc0},
-			{Kind: render.KindInt, Name: "ret", Bits: 42},
-			{Kind: render.KindString, Name: "errno", Str: "not a name"},
-			{Kind: render.KindUint, Name: "args", Bits: 9},
+func argNameCalls() []call.Call {
+	return []call.Call{{
+		TS: 1000, Duration: 500, CPU: 3, PID: 10, TID: 11, Comm: "t", Func: "f", Flags: call.Missed,
+		Args: []call.Value{
+			{Kind: call.KindInt, Name: "cpu", Bits: 7},
+			{Kind: call.KindEnum, Name: "flags", Str: "GFP_KERNEL", Bits: 0xcc0},
+			{Kind: call.KindInt, Name: "ret", Bits: 42},
+			{Kind: call.KindString, Name: "errno", Str: "not a name"},
+			{Kind: call.KindUint, Name: "args", Bits: 9},
 		},
-		Ret: render.Value{Kind: render.KindErrno, Str: "ENOENT", Bits: uint64(1<<64 - 2)},
+		Ret: call.Value{Kind: call.KindErrno, Str: "ENOENT", Bits: uint64(1<<64 - 2)},
 	}, {
-		TS: 2000, CPU: 5, PID: 10, TID: 11, Comm: "t", Func: "g", Flags: render.EntryOnly,
-		Args: []render.Value{
-			{Kind: render.KindInt, Name: "cpu", Bits: 1},
-			{Kind: render.KindUint, Name: "flags", Bits: 2},
+		TS: 2000, CPU: 5, PID: 10, TID: 11, Comm: "t", Func: "g", Flags: call.EntryOnly,
+		Args: []call.Value{
+			{Kind: call.KindInt, Name: "cpu", Bits: 1},
+			{Kind: call.KindUint, Name: "flags", Bits: 2},
 		},
 	}}
 }

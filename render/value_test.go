@@ -2,31 +2,18 @@
 
 package render
 
-import "testing"
+import (
+	"testing"
 
-func TestKindString(t *testing.T) {
-	seen := map[string]bool{}
-	for k := KindNone; k <= KindArray; k++ {
-		s := k.String()
-		if s == "" || seen[s] {
-			t.Errorf("Kind %d has name %q, empty or given twice", k, s)
-		}
-		seen[s] = true
-	}
-	if got := KindErrno.String(); got != "errno" {
-		t.Errorf("KindErrno.String() = %q", got)
-	}
-	if got := Kind(200).String(); got != "Kind(200)" {
-		t.Errorf("Kind(200).String() = %q", got)
-	}
-}
+	"github.com/trawl-dev/trawl/call"
+)
 
 // TestCutMarked checks that a struct the per-call budget cut is marked
 // in text and JSON, members and all.
 func TestCutMarked(t *testing.T) {
-	v := Value{Kind: KindStruct, Name: "file", Fields: []Value{
-		{Kind: KindUint, Name: "f_flags", Bits: 1},
-		{Kind: KindStruct, Name: "f_inode", Flags: Cut},
+	v := call.Value{Kind: call.KindStruct, Name: "file", Fields: []call.Value{
+		{Kind: call.KindUint, Name: "f_flags", Bits: 1},
+		{Kind: call.KindStruct, Name: "f_inode", Flags: call.Cut},
 	}}
 	var f formatter
 	if got, want := string(f.appendValue(nil, &v)), "{f_flags=1, f_inode={<cut>}}"; got != want {

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/otlp"
 	"github.com/trawl-dev/trawl/render"
 )
@@ -74,7 +75,7 @@ func quietOTel() {
 }
 
 // Call writes c and exports it as a span.
-func (o *otlpOutput) Call(c *render.Call) error {
+func (o *otlpOutput) Call(c *call.Call) error {
 	if o.inner != nil {
 		if err := o.inner.Call(c); err != nil {
 			return err

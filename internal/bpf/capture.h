@@ -251,7 +251,7 @@ enum counter {
 
 /* --stats: calls are counted in the kernel, per function, and no record
  * is sent. The durations go into a log-linear histogram with the layout of
- * Go's render.Histogram: exact below HIST_EXACT ns, then 1 << HIST_SUB_BITS
+ * Go's call.Histogram: exact below HIST_EXACT ns, then 1 << HIST_SUB_BITS
  * buckets per power of two (a percentile is off by at most 12.5%), up to
  * 2^34 ns (17 s); longer calls count in the last bucket. */
 enum hist_layout {

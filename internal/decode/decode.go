@@ -14,8 +14,6 @@
 package decode
 
 import (
-	"github.com/trawl-dev/trawl/render"
-
 	"encoding/binary"
 	"math"
 	"math/bits"
@@ -24,6 +22,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/cilium/ebpf/btf"
+
+	"github.com/trawl-dev/trawl/call"
 )
 
 // Symbolizer maps kernel addresses to symbols; the kernel package provides
@@ -102,7 +102,7 @@ type Pointee struct {
 // given, whose targets were captured too: m maps the first byte of such a
 // pointer to what is behind it. The caller keeps m up to date for each
 // record it decodes; a pointer found in m is shown as what it points to
-// (a cut one as an empty struct marked render.Cut).
+// (a cut one as an empty struct marked call.Cut).
 func (d *Decoder) Pointees(m map[*byte]Pointee) { d.pointees = m }
 
 // NewDecoder returns a Decoder. sym may be nil: pointers are then shown as hex.
@@ -124,16 +124,16 @@ func NewDecoder(opts Options, sym Symbolizer) *Decoder {
 
 // Value decodes a value of type t held in memory as raw. raw may be shorter
 // than t: what is there is shown and the value is marked Truncated.
-func (d *Decoder) Value(t btf.Type, raw []byte) render.Value {
+func (d *Decoder) Value(t btf.Type, raw []byte) call.Value {
 	u, be := resolve(t)
 	return d.value(u, be, raw, 0)
 }
 
 // Arg decodes the argument name of type t from what the kernel captured.
 // A non-NULL pointer with captured Data is shown as the value it points to.
-func (d *Decoder) Arg(name string, t btf.Type, r Raw) render.Value {
+func (d *Decoder) Arg(name string, t btf.Type, r Raw) call.Value {
 	u, be := resolve(t)
-	var v render.Value
+	var v call.Value
 	if p, ok := u.(*btf.Pointer); ok && r.Data != nil && r.Slots[0] != 0 {
 		v = d.pointee(p.Target, r.Data)
 	} else {
@@ -149,11 +149,11 @@ func (d *Decoder) Arg(name string, t btf.Type, r Raw) render.Value {
 // Ret decodes a return value of type t from its register. Negative error
 // numbers returned as signed integers or as error pointers (ERR_PTR) become
 // KindErrno. A void type gives KindNone.
-func (d *Decoder) Ret(t btf.Type, raw uint64) render.Value {
+func (d *Decoder) Ret(t btf.Type, raw uint64) call.Value {
 	u, _ := resolve(t)
 	switch u := u.(type) {
 	case *btf.Void:
-		return render.Value{}
+		return call.Value{}
 	case *btf.Int:
 		if u.Encoding == btf.Signed && u.Size <= 8 {
 			if x := signExtend(raw, 8*uint(u.Size)); isErrno(x) {
@@ -173,8 +173,8 @@ const maxErrno = 4095
 
 func isErrno(x int64) bool { return x < 0 && x >= -maxErrno }
 
-func errnoValue(x int64) render.Value {
-	return render.Value{Kind: render.KindErrno, Bits: uint64(x), Str: ErrnoName(-x)}
+func errnoValue(x int64) call.Value {
+	return call.Value{Kind: call.KindErrno, Bits: uint64(x), Str: ErrnoName(-x)}
 }
 
 // resolve skips typedefs and qualifiers. be reports a big-endian typedef
@@ -204,13 +204,13 @@ func resolve(t btf.Type) (u btf.Type, be bool) {
 }
 
 // value decodes a value of resolved type u from raw at nesting depth depth.
-func (d *Decoder) value(u btf.Type, be bool, raw []byte, depth int) render.Value {
+func (d *Decoder) value(u btf.Type, be bool, raw []byte, depth int) call.Value {
 	switch u := u.(type) {
 	case *btf.Int, *btf.Enum, *btf.Float, *btf.Pointer:
 		size := scalarSize(u)
 		x, ok := readUint(raw, size)
 		if !ok {
-			return render.Value{Kind: render.KindUnknown, Flags: render.Truncated}
+			return call.Value{Kind: call.KindUnknown, Flags: call.Truncated}
 		}
 		if be && size > 1 {
 			x = swap(x, size)
@@ -243,33 +243,33 @@ func scalarSize(u btf.Type) int {
 }
 
 // scalar makes a Value of resolved scalar type u from its width low bits x.
-func (d *Decoder) scalar(u btf.Type, x uint64, width uint) render.Value {
+func (d *Decoder) scalar(u btf.Type, x uint64, width uint) call.Value {
 	switch u := u.(type) {
 	case *btf.Int:
 		switch {
 		case u.Encoding == btf.Bool:
-			return render.Value{Kind: render.KindBool, Bits: b2u(x != 0)}
+			return call.Value{Kind: call.KindBool, Bits: b2u(x != 0)}
 		case u.Encoding == btf.Signed:
-			return render.Value{Kind: render.KindInt, Bits: uint64(signExtend(x, width))}
+			return call.Value{Kind: call.KindInt, Bits: uint64(signExtend(x, width))}
 		}
-		return render.Value{Kind: render.KindUint, Bits: x}
+		return call.Value{Kind: call.KindUint, Bits: x}
 	case *btf.Enum:
 		if u.Signed {
 			x = uint64(signExtend(x, width))
 		}
-		return render.Value{Kind: render.KindEnum, Bits: x, Str: enumName(u, x)}
+		return call.Value{Kind: call.KindEnum, Bits: x, Str: enumName(u, x)}
 	case *btf.Float:
 		if width == 32 {
-			return render.Value{Kind: render.KindFloat, Bits: math.Float64bits(float64(math.Float32frombits(uint32(x))))}
+			return call.Value{Kind: call.KindFloat, Bits: math.Float64bits(float64(math.Float32frombits(uint32(x))))}
 		}
-		return render.Value{Kind: render.KindFloat, Bits: x}
+		return call.Value{Kind: call.KindFloat, Bits: x}
 	}
 	return d.pointer(x)
 }
 
 // pointer makes a Value of an address, symbolised if it can be.
-func (d *Decoder) pointer(addr uint64) render.Value {
-	v := render.Value{Kind: render.KindPointer, Bits: addr}
+func (d *Decoder) pointer(addr uint64) call.Value {
+	v := call.Value{Kind: call.KindPointer, Bits: addr}
 	if addr != 0 && d.sym != nil {
 		if name, off, ok := d.sym.Symbolize(addr); ok {
 			v.Str, v.Off = name, off
@@ -279,7 +279,7 @@ func (d *Decoder) pointer(addr uint64) render.Value {
 }
 
 // pointee decodes the captured bytes behind a pointer to target.
-func (d *Decoder) pointee(target btf.Type, data []byte) render.Value {
+func (d *Decoder) pointee(target btf.Type, data []byte) call.Value {
 	u, be := resolve(target)
 	switch u := u.(type) {
 	case *btf.Int:
@@ -293,9 +293,9 @@ func (d *Decoder) pointee(target btf.Type, data []byte) render.Value {
 }
 
 // deep decodes the captured target of pointer p, at depth depth.
-func (d *Decoder) deep(p *btf.Pointer, pt Pointee, depth int) render.Value {
+func (d *Decoder) deep(p *btf.Pointer, pt Pointee, depth int) call.Value {
 	if pt.Cut {
-		return render.Value{Kind: render.KindStruct, Flags: render.Cut}
+		return call.Value{Kind: call.KindStruct, Flags: call.Cut}
 	}
 	u, be := resolve(p.Target)
 	return d.value(u, be, pt.Data, depth)
@@ -303,16 +303,16 @@ func (d *Decoder) deep(p *btf.Pointer, pt Pointee, depth int) render.Value {
 
 // CString decodes a NUL-terminated string read into b, cut by b's end
 // if it has no NUL.
-func (d *Decoder) CString(b []byte) render.Value { return d.cstring(b, true) }
+func (d *Decoder) CString(b []byte) call.Value { return d.cstring(b, true) }
 
 // cstring makes a string Value of the bytes up to the first NUL. Without a
 // NUL the string is marked Truncated if open says it may go on.
-func (d *Decoder) cstring(b []byte, open bool) render.Value {
-	v := render.Value{Kind: render.KindString}
+func (d *Decoder) cstring(b []byte, open bool) call.Value {
+	v := call.Value{Kind: call.KindString}
 	if i := indexNUL(b); i >= 0 {
 		b = b[:i]
 	} else if open {
-		v.Flags |= render.Truncated
+		v.Flags |= call.Truncated
 	}
 	if !d.opts.Full && len(b) > d.opts.MaxBytes {
 		v.More = int32(len(b) - d.opts.MaxBytes)
@@ -325,11 +325,11 @@ func (d *Decoder) cstring(b []byte, open bool) render.Value {
 // Buffer decodes the sized buffer name: data are its first bytes, of n
 // in all. Printable text is a string of exactly those bytes, anything
 // else raw bytes; More counts the bytes not captured or not shown.
-func (d *Decoder) Buffer(name string, data []byte, n uint64) render.Value {
+func (d *Decoder) Buffer(name string, data []byte, n uint64) call.Value {
 	data = data[:min(uint64(len(data)), n)]
-	v := render.Value{Kind: render.KindBytes, Name: name}
+	v := call.Value{Kind: call.KindBytes, Name: name}
 	if printable(data) {
-		v.Kind = render.KindString
+		v.Kind = call.KindString
 	}
 	if !d.opts.Full && len(data) > d.opts.MaxBytes {
 		data = data[:d.opts.MaxBytes]
@@ -354,8 +354,8 @@ func printable(b []byte) bool {
 }
 
 // bytes makes a Value of raw memory, cut to MaxBytes.
-func (d *Decoder) bytes(b []byte) render.Value {
-	v := render.Value{Kind: render.KindBytes}
+func (d *Decoder) bytes(b []byte) call.Value {
+	v := call.Value{Kind: call.KindBytes}
 	if !d.opts.Full && len(b) > d.opts.MaxBytes {
 		v.More = int32(len(b) - d.opts.MaxBytes)
 		b = b[:d.opts.MaxBytes]
@@ -365,15 +365,15 @@ func (d *Decoder) bytes(b []byte) render.Value {
 }
 
 // array decodes an array; char arrays become strings.
-func (d *Decoder) array(a *btf.Array, raw []byte, depth int) render.Value {
+func (d *Decoder) array(a *btf.Array, raw []byte, depth int) call.Value {
 	eu, be := resolve(a.Type)
 	if i, ok := eu.(*btf.Int); ok && isChar(i) {
 		n := min(int(a.Nelems), len(raw))
 		return d.cstring(raw[:n], n < int(a.Nelems))
 	}
-	v := render.Value{Kind: render.KindArray}
+	v := call.Value{Kind: call.KindArray}
 	if depth >= d.opts.Depth {
-		v.Flags |= render.Elided
+		v.Flags |= call.Elided
 		return v
 	}
 	size, err := btf.Sizeof(eu)
@@ -388,9 +388,9 @@ func (d *Decoder) array(a *btf.Array, raw []byte, depth int) render.Value {
 	have := len(raw) / size
 	if have < show {
 		show = have
-		v.Flags |= render.Truncated
+		v.Flags |= call.Truncated
 	}
-	v.Fields = make([]render.Value, show)
+	v.Fields = make([]call.Value, show)
 	for i := range show {
 		v.Fields[i] = d.value(eu, be, raw[i*size:(i+1)*size], depth+1)
 	}
@@ -399,13 +399,13 @@ func (d *Decoder) array(a *btf.Array, raw []byte, depth int) render.Value {
 }
 
 // composite decodes a struct or union with its layout.
-func (d *Decoder) composite(t btf.Type, raw []byte, depth int) render.Value {
+func (d *Decoder) composite(t btf.Type, raw []byte, depth int) call.Value {
 	if v, ok := sockaddr(t, raw); ok {
 		return v
 	}
-	v := render.Value{Kind: render.KindStruct}
+	v := call.Value{Kind: call.KindStruct}
 	if depth >= d.opts.Depth {
-		v.Flags |= render.Elided
+		v.Flags |= call.Elided
 		return v
 	}
 	p := d.layout(t)
@@ -427,16 +427,16 @@ func (d *Decoder) composite(t btf.Type, raw []byte, depth int) render.Value {
 }
 
 // all shows every member; those not captured are KindUnknown.
-func (d *Decoder) all(v *render.Value, fields []field, raw []byte, depth int) {
-	v.Fields = make([]render.Value, len(fields))
+func (d *Decoder) all(v *call.Value, fields []field, raw []byte, depth int) {
+	v.Fields = make([]call.Value, len(fields))
 	for i := range fields {
 		v.Fields[i] = d.member(&fields[i], raw, depth)
-		v.Flags |= v.Fields[i].Flags & render.Truncated
+		v.Flags |= v.Fields[i].Flags & call.Truncated
 	}
 }
 
 // pick shows the non-zero members, scalars first, up to Options.Fields.
-func (d *Decoder) pick(v *render.Value, fields []field, raw []byte, depth int) {
+func (d *Decoder) pick(v *call.Value, fields []field, raw []byte, depth int) {
 	for _, composite := range [2]bool{false, true} {
 		for i := range fields {
 			f := &fields[i]
@@ -445,7 +445,7 @@ func (d *Decoder) pick(v *render.Value, fields []field, raw []byte, depth int) {
 			}
 			switch f.state(raw) {
 			case missing:
-				v.Flags |= render.Truncated
+				v.Flags |= call.Truncated
 				continue
 			case zero:
 				continue
@@ -455,54 +455,54 @@ func (d *Decoder) pick(v *render.Value, fields []field, raw []byte, depth int) {
 				continue
 			}
 			if v.Fields == nil {
-				v.Fields = make([]render.Value, 0, min(len(fields), d.opts.Fields))
+				v.Fields = make([]call.Value, 0, min(len(fields), d.opts.Fields))
 			}
 			m := d.member(f, raw, depth)
-			v.Flags |= m.Flags & render.Truncated
+			v.Flags |= m.Flags & call.Truncated
 			v.Fields = append(v.Fields, m)
 		}
 	}
 }
 
 // view shows the members of a well-known struct's view, zero or not.
-func (d *Decoder) view(v *render.Value, fields []viewField, raw []byte, depth int) {
-	v.Fields = make([]render.Value, 0, len(fields))
+func (d *Decoder) view(v *call.Value, fields []viewField, raw []byte, depth int) {
+	v.Fields = make([]call.Value, 0, len(fields))
 	for i := range fields {
 		f := &fields[i]
 		if f.state(raw) == missing {
-			v.Flags |= render.Truncated
+			v.Flags |= call.Truncated
 			continue
 		}
 		m := d.member(&f.field, raw, depth)
 		m.Name = f.label
-		if f.names != nil && (m.Kind == render.KindInt || m.Kind == render.KindUint) {
-			m.Kind, m.Str = render.KindEnum, f.names[m.Bits]
+		if f.names != nil && (m.Kind == call.KindInt || m.Kind == call.KindUint) {
+			m.Kind, m.Str = call.KindEnum, f.names[m.Bits]
 		}
 		v.Fields = append(v.Fields, m)
 	}
 }
 
 // member decodes one member of a struct at depth depth.
-func (d *Decoder) member(f *field, raw []byte, depth int) render.Value {
-	var v render.Value
+func (d *Decoder) member(f *field, raw []byte, depth int) call.Value {
+	var v call.Value
 	if f.bits != 0 {
 		if x, ok := readBits(raw, uint(f.off), uint(f.bits)); ok {
 			v = d.scalar(f.typ, x, uint(f.bits))
 		} else {
-			v = render.Value{Kind: render.KindUnknown, Flags: render.Truncated}
+			v = call.Value{Kind: call.KindUnknown, Flags: call.Truncated}
 		}
 	} else {
 		start := int(f.off / 8)
 		if start > len(raw) || (start == len(raw) && f.size > 0) {
-			v = render.Value{Kind: render.KindUnknown, Flags: render.Truncated}
+			v = call.Value{Kind: call.KindUnknown, Flags: call.Truncated}
 		} else {
 			end := min(start+int(f.size), len(raw))
 			v = d.value(f.typ, f.be, raw[start:end], depth+1)
 		}
 	}
 	v.Name = f.name
-	if f.hex && (v.Kind == render.KindUint || v.Kind == render.KindInt) {
-		v.Flags |= render.Hex
+	if f.hex && (v.Kind == call.KindUint || v.Kind == call.KindInt) {
+		v.Flags |= call.Hex
 	}
 	return v
 }

@@ -3,12 +3,11 @@
 package decode_test
 
 import (
-	"github.com/trawl-dev/trawl/render"
-
 	"testing"
 
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/decode/decodetest"
 )
@@ -35,16 +34,16 @@ func TestRetErrno(t *testing.T) {
 	for _, tc := range []struct {
 		fn   string
 		raw  uint64
-		kind render.Kind
+		kind call.Kind
 		str  string
 	}{
-		{"__x64_sys_close", uint64(^uint64(1)), render.KindErrno, "ENOENT"}, // -2
-		{"__x64_sys_close", uint64(1<<64 - 512), render.KindErrno, "ERESTARTSYS"},
-		{"__x64_sys_close", 0, render.KindInt, ""},
-		{"tcp_sendmsg", 0xffffffff, render.KindErrno, "EPERM"}, // int: -1 in the low 32 bits
-		{"do_filp_open", uint64(1<<64 - 12), render.KindErrno, "ENOMEM"},
-		{"do_filp_open", 0xffff888004b2c000, render.KindPointer, ""},
-		{"tcp_set_state", 0, render.KindNone, ""},
+		{"__x64_sys_close", uint64(^uint64(1)), call.KindErrno, "ENOENT"}, // -2
+		{"__x64_sys_close", uint64(1<<64 - 512), call.KindErrno, "ERESTARTSYS"},
+		{"__x64_sys_close", 0, call.KindInt, ""},
+		{"tcp_sendmsg", 0xffffffff, call.KindErrno, "EPERM"}, // int: -1 in the low 32 bits
+		{"do_filp_open", uint64(1<<64 - 12), call.KindErrno, "ENOMEM"},
+		{"do_filp_open", 0xffff888004b2c000, call.KindPointer, ""},
+		{"tcp_set_state", 0, call.KindNone, ""},
 	} {
 		v := d.Ret(proto(t, spec, tc.fn).Return, tc.raw)
 		if v.Kind != tc.kind || v.Str != tc.str {
@@ -59,7 +58,7 @@ func TestFlagEnum(t *testing.T) {
 	d := decode.NewDecoder(decode.Options{}, nil)
 	for raw, want := range map[uint64]string{0x10: "TTU_SYNC", 0x50: "TTU_SYNC|TTU_BATCH_FLUSH", 0x13: "TTU_SYNC|0x3", 0: ""} {
 		v := d.Arg("flags", p.Params[1].Type, decode.Raw{Slots: [2]uint64{raw}})
-		if v.Kind != render.KindEnum || v.Str != want || v.Uint() != raw {
+		if v.Kind != call.KindEnum || v.Str != want || v.Uint() != raw {
 			t.Errorf("flags %#x: %q, want %q", raw, v.Str, want)
 		}
 	}
@@ -90,7 +89,7 @@ func TestString(t *testing.T) {
 		{"/et", "/et", 0, true}, // cut by the capture budget
 	} {
 		v := d.Arg("filename", p.Params[1].Type, decode.Raw{Slots: [2]uint64{0x7ffd0000}, Data: []byte(tc.data)})
-		if v.Kind != render.KindString || v.Str != tc.str || v.More != tc.more || v.IsTruncated() != tc.trunc {
+		if v.Kind != call.KindString || v.Str != tc.str || v.More != tc.more || v.IsTruncated() != tc.trunc {
 			t.Errorf("%q: %+v", tc.data, v)
 		}
 	}
@@ -140,7 +139,7 @@ func TestBitfieldsAndDepth(t *testing.T) {
 		switch {
 		case f.Name == "fclone":
 			found = f.Uint() == 3
-		case f.Kind == render.KindStruct && !f.IsElided():
+		case f.Kind == call.KindStruct && !f.IsElided():
 			t.Errorf("member %s nested deeper than Depth 1 is shown", f.Name)
 		}
 	}
@@ -154,7 +153,7 @@ func TestSymbolize(t *testing.T) {
 	p := proto(t, spec, "__x64_sys_close")
 	d := decode.NewDecoder(decode.Options{}, symbolizer{})
 	v := d.Arg("regs", p.Params[0].Type, decode.Raw{Slots: [2]uint64{0xffffffff81000010}})
-	if v.Kind != render.KindPointer || v.Str != "_stext" || v.Off != 0x10 {
+	if v.Kind != call.KindPointer || v.Str != "_stext" || v.Off != 0x10 {
 		t.Errorf("pointer: %+v", v)
 	}
 }
@@ -197,17 +196,17 @@ func TestBuffer(t *testing.T) {
 	for _, tc := range []struct {
 		data []byte
 		n    uint64
-		kind render.Kind
+		kind call.Kind
 		str  string
 		more int32
 	}{
-		{[]byte("ping"), 4, render.KindString, "ping", 0},
-		{[]byte("pinghello"), 4, render.KindString, "ping", 0}, // never past the length
-		{[]byte("hi\n"), 3, render.KindString, "hi\n", 0},
-		{[]byte("a\x00b"), 3, render.KindBytes, "a\x00b", 0},
-		{[]byte("0123456789"), 100, render.KindString, "01234567", 92},
-		{[]byte{}, 0, render.KindString, "", 0},
-		{[]byte{0xff, 0xfe}, 2, render.KindBytes, "\xff\xfe", 0},
+		{[]byte("ping"), 4, call.KindString, "ping", 0},
+		{[]byte("pinghello"), 4, call.KindString, "ping", 0}, // never past the length
+		{[]byte("hi\n"), 3, call.KindString, "hi\n", 0},
+		{[]byte("a\x00b"), 3, call.KindBytes, "a\x00b", 0},
+		{[]byte("0123456789"), 100, call.KindString, "01234567", 92},
+		{[]byte{}, 0, call.KindString, "", 0},
+		{[]byte{0xff, 0xfe}, 2, call.KindBytes, "\xff\xfe", 0},
 	} {
 		v := d.Buffer("buf", tc.data, tc.n)
 		if v.Kind != tc.kind || v.Str != tc.str || v.More != tc.more || v.Name != "buf" {
@@ -236,7 +235,7 @@ func TestSockaddr(t *testing.T) {
 		{"sockaddr", unix, ""},         // not an internet address
 	} {
 		v := d.Value(&btf.Struct{Name: tc.name, Size: 16}, tc.raw)
-		if tc.want == "" && v.Kind == render.KindString || tc.want != "" && (v.Kind != render.KindString || v.Str != tc.want) {
+		if tc.want == "" && v.Kind == call.KindString || tc.want != "" && (v.Kind != call.KindString || v.Str != tc.want) {
 			t.Errorf("%s %x: %s %q, want %q", tc.name, tc.raw, v.Kind, v.Str, tc.want)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
-	"github.com/trawl-dev/trawl/render"
+	"github.com/trawl-dev/trawl/call"
 )
 
 // Address families of the socket addresses decoded as text.
@@ -24,10 +24,10 @@ var sockaddrs = map[string]bool{"sockaddr": true, "sockaddr_unsized": true, "soc
 
 // sockaddr decodes a socket address of struct t from raw, if it is one of
 // an internet family and raw holds it.
-func sockaddr(t btf.Type, raw []byte) (render.Value, bool) {
+func sockaddr(t btf.Type, raw []byte) (call.Value, bool) {
 	s, ok := t.(*btf.Struct)
 	if !ok || !sockaddrs[s.Name] || len(raw) < 8 {
-		return render.Value{}, false
+		return call.Value{}, false
 	}
 	port := binary.BigEndian.Uint16(raw[2:])
 	switch binary.LittleEndian.Uint16(raw) {
@@ -35,15 +35,15 @@ func sockaddr(t btf.Type, raw []byte) (render.Value, bool) {
 		return addrPort(netip.AddrFrom4([4]byte(raw[4:8])), port), true
 	case afInet6:
 		if len(raw) < 24 {
-			return render.Value{}, false
+			return call.Value{}, false
 		}
 		return addrPort(netip.AddrFrom16([16]byte(raw[8:24])), port), true
 	}
-	return render.Value{}, false
+	return call.Value{}, false
 }
 
-func addrPort(a netip.Addr, port uint16) render.Value {
-	return render.Value{Kind: render.KindString, Str: netip.AddrPortFrom(a.Unmap(), port).String()}
+func addrPort(a netip.Addr, port uint16) call.Value {
+	return call.Value{Kind: call.KindString, Str: netip.AddrPortFrom(a.Unmap(), port).String()}
 }
 
 // sockView finds the addresses and ports of a struct sock or
@@ -87,7 +87,7 @@ func (f *field) bytesIn(raw []byte) ([]byte, bool) {
 
 // addrs returns the src and dst of the socket in raw, if it is an
 // internet socket whose addresses were captured.
-func (v *sockView) addrs(raw []byte) (src, dst render.Value, ok bool) {
+func (v *sockView) addrs(raw []byte) (src, dst call.Value, ok bool) {
 	fam, ok1 := v.family.bytesIn(raw)
 	sport, ok2 := v.sport.bytesIn(raw)
 	dport, ok3 := v.dport.bytesIn(raw)
@@ -117,12 +117,12 @@ func (v *sockView) addrs(raw []byte) (src, dst render.Value, ok bool) {
 
 // withAddrs inserts src and dst after the first field (the family) of a
 // socket's view.
-func (v *sockView) withAddrs(out *render.Value, raw []byte) {
+func (v *sockView) withAddrs(out *call.Value, raw []byte) {
 	src, dst, ok := v.addrs(raw)
 	if !ok || len(out.Fields) == 0 {
 		return
 	}
-	fields := make([]render.Value, 0, len(out.Fields)+2)
+	fields := make([]call.Value, 0, len(out.Fields)+2)
 	fields = append(fields, out.Fields[0], src, dst)
 	out.Fields = append(fields, out.Fields[1:]...)
 }
@@ -155,7 +155,7 @@ var ipProtocols = map[uint64]string{1: "ICMP", 6: "TCP", 17: "UDP", 58: "ICMPv6"
 // alone for protocols without ports) and proto first in an sk_buff's
 // members, when its packet was captured and is of the IP version its
 // protocol says.
-func (v *skbView) withTuple(out *render.Value, raw []byte, pointees map[*byte]Pointee) {
+func (v *skbView) withTuple(out *call.Value, raw []byte, pointees map[*byte]Pointee) {
 	head, ok1 := v.head.bytesIn(raw)
 	proto, ok2 := v.protocol.bytesIn(raw)
 	if !ok1 || !ok2 || len(proto) != 2 {
@@ -170,13 +170,13 @@ func (v *skbView) withTuple(out *render.Value, raw []byte, pointees map[*byte]Po
 		return
 	}
 	src.Name, dst.Name = "src", "dst"
-	p := render.Value{Kind: render.KindEnum, Name: "proto", Bits: uint64(l4), Str: ipProtocols[uint64(l4)]}
-	out.Fields = append([]render.Value{src, dst, p}, out.Fields...)
+	p := call.Value{Kind: call.KindEnum, Name: "proto", Bits: uint64(l4), Str: ipProtocols[uint64(l4)]}
+	out.Fields = append([]call.Value{src, dst, p}, out.Fields...)
 }
 
 // fiveTuple reads the addresses, ports and transport protocol of an IP
 // packet b of Ethernet protocol ethProto (ETH_P_IP or ETH_P_IPV6).
-func fiveTuple(ethProto uint16, b []byte) (src, dst render.Value, l4 uint8, ok bool) {
+func fiveTuple(ethProto uint16, b []byte) (src, dst call.Value, l4 uint8, ok bool) {
 	var sa, da netip.Addr
 	hdr := 0
 	switch {
@@ -192,5 +192,5 @@ func fiveTuple(ethProto uint16, b []byte) (src, dst render.Value, l4 uint8, ok b
 	if (l4 == 6 || l4 == 17 || l4 == 132) && hdr >= 20 && len(b) >= hdr+4 {
 		return addrPort(sa, binary.BigEndian.Uint16(b[hdr:])), addrPort(da, binary.BigEndian.Uint16(b[hdr+2:])), l4, true
 	}
-	return render.Value{Kind: render.KindString, Str: sa.String()}, render.Value{Kind: render.KindString, Str: da.String()}, l4, true
+	return call.Value{Kind: call.KindString, Str: sa.String()}, call.Value{Kind: call.KindString, Str: da.String()}, l4, true
 }

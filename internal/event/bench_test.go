@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/plan"
 	"github.com/trawl-dev/trawl/render"
@@ -19,7 +20,7 @@ func BenchmarkDecodeJSON(b *testing.B) {
 	p, raw := tcpSendmsg(b)
 	dec := NewDecoder([]*plan.Plan{p}, decode.Options{}, nil)
 	r := render.NewJSON(io.Discard, render.Options{WallOffset: 1_700_000_000_000_000_000, Location: time.UTC})
-	var c render.Call
+	var c call.Call
 	b.ReportAllocs()
 	for b.Loop() {
 		rec, err := Parse(raw)

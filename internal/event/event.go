@@ -16,12 +16,12 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/filter"
 	"github.com/trawl-dev/trawl/internal/plan"
-	"github.com/trawl-dev/trawl/render"
 )
 
 // Record flags, from internal/bpf/capture.h.
@@ -120,12 +120,12 @@ func (d *Decoder) capsOf(id uint32) []backend.MemCapture {
 }
 
 // Call decodes r into c, reusing c's argument slice.
-func (d *Decoder) Call(r *Record, c *render.Call) error {
+func (d *Decoder) Call(r *Record, c *call.Call) error {
 	if int(r.Func) >= len(d.plans) {
 		return fmt.Errorf("record for unknown function %d", r.Func)
 	}
 	p := d.plans[r.Func]
-	*c = render.Call{
+	*c = call.Call{
 		TS:     r.EntryTs,
 		CPU:    uint32(r.Cpu),
 		PID:    r.Tgid,
@@ -140,21 +140,21 @@ func (d *Decoder) Call(r *Record, c *render.Call) error {
 		Track:  r.Track,
 	}
 	if r.Flags&recOrigin != 0 {
-		c.Flags |= render.Origin
+		c.Flags |= call.Origin
 	}
 	if r.Flags&recTrackEnd != 0 {
-		c.Flags |= render.TrackEnd
+		c.Flags |= call.TrackEnd
 	}
 	if r.Flags&recEntry == 0 {
 		c.TS = r.ExitTs
-		c.Flags |= render.ExitOnly
+		c.Flags |= call.ExitOnly
 	} else {
 		c.Duration = r.ExitTs - r.EntryTs
 		c.Args = d.args(r, p, c.Args)
 		c.Show = d.show(r, c.Show)
 	}
 	if r.Flags&recTruncated != 0 {
-		c.Flags |= render.Missed
+		c.Flags |= call.Missed
 	}
 	var retType btf.Type = p.Ret.Type
 	if p.Ret.Class != plan.Void {
@@ -163,7 +163,7 @@ func (d *Decoder) Call(r *Record, c *render.Call) error {
 	return nil
 }
 
-func (d *Decoder) args(r *Record, p *plan.Plan, out []render.Value) []render.Value {
+func (d *Decoder) args(r *Record, p *plan.Plan, out []call.Value) []call.Value {
 	if len(p.Args) > len(d.data) {
 		d.data = make([][]byte, len(p.Args))
 	}
@@ -204,7 +204,7 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []render.Value) []render.Val
 	if p.Proto == nil {
 		// No prototype: show the raw argument registers.
 		for i := range rawArgs {
-			out = append(out, render.Value{Kind: render.KindUint, Name: argName(i), Bits: r.Slots[i], Flags: render.Hex})
+			out = append(out, call.Value{Kind: call.KindUint, Name: argName(i), Bits: r.Slots[i], Flags: call.Hex})
 		}
 	}
 	return out
@@ -260,7 +260,7 @@ func (d *Decoder) Show(blocks []filter.Block) { d.shows = blocks }
 
 // show decodes the --show values of r: the block after its captures,
 // when the program appended one.
-func (d *Decoder) show(r *Record, out []render.Value) []render.Value {
+func (d *Decoder) show(r *Record, out []call.Value) []call.Value {
 	if int(r.Func) >= len(d.shows) || len(d.shows[r.Func].Fields) == 0 {
 		return out
 	}
@@ -275,10 +275,10 @@ func (d *Decoder) show(r *Record, out []render.Value) []render.Value {
 	data := r.Data[off : off+b.Size]
 	mask := binary.LittleEndian.Uint64(data)
 	for i, f := range b.Fields {
-		var v render.Value
+		var v call.Value
 		switch {
 		case mask&(1<<i) == 0:
-			v = render.Value{Kind: render.KindUnknown}
+			v = call.Value{Kind: call.KindUnknown}
 		case f.String:
 			v = d.dec.CString(data[f.Off : f.Off+filter.ShowString])
 		case f.Format == filter.FormatIP:
@@ -289,11 +289,11 @@ func (d *Decoder) show(r *Record, out []render.Value) []render.Value {
 			n := max(int64(binary.LittleEndian.Uint64(data[f.Off:])), 0)
 			v = d.dec.Buffer("", data[f.Off+8:f.Off+8+int(min(n, filter.ShowBuf))], uint64(n))
 		case f.Format == filter.FormatPort:
-			v = render.Value{Kind: render.KindUint, Bits: uint64(binary.BigEndian.Uint16(data[f.Off:]))}
+			v = call.Value{Kind: call.KindUint, Bits: uint64(binary.BigEndian.Uint16(data[f.Off:]))}
 		default:
 			v = d.dec.Value(f.Type, data[f.Off:f.Off+8])
-			if f.Format == filter.FormatHex && (v.Kind == render.KindInt || v.Kind == render.KindUint) {
-				v.Flags |= render.Hex
+			if f.Format == filter.FormatHex && (v.Kind == call.KindInt || v.Kind == call.KindUint) {
+				v.Flags |= call.Hex
 			}
 		}
 		v.Name = f.Expr
@@ -302,8 +302,8 @@ func (d *Decoder) show(r *Record, out []render.Value) []render.Value {
 	return out
 }
 
-func addr(a netip.Addr) render.Value {
-	return render.Value{Kind: render.KindString, Str: a.String()}
+func addr(a netip.Addr) call.Value {
+	return call.Value{Kind: call.KindString, Str: a.String()}
 }
 
 // bufferLen returns the length of a sized buffer of call r: its size

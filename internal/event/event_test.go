@@ -12,6 +12,7 @@ import (
 
 	"github.com/cilium/ebpf/btf"
 
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/decode"
@@ -19,7 +20,6 @@ import (
 	"github.com/trawl-dev/trawl/internal/filter"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/plan"
-	"github.com/trawl-dev/trawl/render"
 )
 
 // recordLayout is struct record as clang laid it out in the compiled
@@ -216,16 +216,16 @@ func TestDecoderCall(t *testing.T) {
 	}
 
 	d := NewDecoder([]*plan.Plan{p}, decode.Options{}, nil)
-	var c render.Call
+	var c call.Call
 	for _, tc := range []struct {
 		raw          []byte
 		comm         string
 		ts, duration uint64
-		flags        render.CallFlags
+		flags        call.CallFlags
 		args         string
 	}{
 		{raw, "curl", 1_000_000_000_000, 12345, 0, "sk{family=2 src=0 dst=0 sport=41234 dport=8080 state=1} msg{msg_namelen=16} size=5"},
-		{exit, "kworker/0:1", 1_000_000_012_345, 0, render.ExitOnly, ""},
+		{exit, "kworker/0:1", 1_000_000_012_345, 0, call.ExitOnly, ""},
 		{raw, "curl", 1_000_000_000_000, 12345, 0, "sk{family=2 src=0 dst=0 sport=41234 dport=8080 state=1} msg{msg_namelen=16} size=5"},
 	} {
 		r, err := Parse(tc.raw)
@@ -251,10 +251,10 @@ func TestDecoderCall(t *testing.T) {
 }
 
 // summary shows values as name=bits, and structs as name{members}.
-func summary(vs []render.Value) string {
+func summary(vs []call.Value) string {
 	var s []string
 	for _, v := range vs {
-		if v.Kind == render.KindStruct {
+		if v.Kind == call.KindStruct {
 			s = append(s, v.Name+"{"+summary(v.Fields)+"}")
 			continue
 		}
@@ -287,15 +287,15 @@ func TestDecoderShow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c render.Call
+	var c call.Call
 	if err := d.Call(&r, &c); err != nil {
 		t.Fatal(err)
 	}
-	want := []render.Value{
-		{Kind: render.KindUint, Name: block.Fields[0].Expr, Bits: 41234},
-		{Kind: render.KindString, Name: block.Fields[1].Expr, Str: "127.0.0.1"},
-		{Kind: render.KindUint, Name: block.Fields[2].Expr, Bits: 8080},
-		{Kind: render.KindUnknown, Name: block.Fields[3].Expr},
+	want := []call.Value{
+		{Kind: call.KindUint, Name: block.Fields[0].Expr, Bits: 41234},
+		{Kind: call.KindString, Name: block.Fields[1].Expr, Str: "127.0.0.1"},
+		{Kind: call.KindUint, Name: block.Fields[2].Expr, Bits: 8080},
+		{Kind: call.KindUnknown, Name: block.Fields[3].Expr},
 	}
 	if len(c.Show) != len(want) {
 		t.Fatalf("show %+v", c.Show)
@@ -340,7 +340,7 @@ func TestDecoderDeep(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := NewDecoder([]*plan.Plan{p}, decode.Options{}, nil)
-	var c render.Call
+	var c call.Call
 	if err := d.Call(&r, &c); err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +400,7 @@ func TestDecoderPacket(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := NewDecoder([]*plan.Plan{p}, decode.Options{}, nil)
-	var c render.Call
+	var c call.Call
 	if err := d.Call(&r, &c); err != nil {
 		t.Fatal(err)
 	}

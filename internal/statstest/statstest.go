@@ -8,14 +8,14 @@ import (
 	"syscall"
 
 	"github.com/trawl-dev/trawl"
-	"github.com/trawl-dev/trawl/render"
+	"github.com/trawl-dev/trawl/call"
 )
 
 // Function returns the aggregates of function name in module ("" for the
 // kernel) called once for each of durations (ns), errors of them failing
 // with ENOENT.
 func Function(name, module string, errors uint64, durations ...uint64) trawl.FunctionStats {
-	var h render.Histogram
+	var h call.Histogram
 	var total uint64
 	for _, d := range durations {
 		h.Record(d)

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/render"
 )
 
@@ -62,9 +63,9 @@ func main() {
 // isError reports whether a return value is an error.
 func isError(v trawl.Value) bool {
 	switch v.Kind {
-	case render.KindErrno:
+	case call.KindErrno:
 		return true
-	case render.KindPointer:
+	case call.KindPointer:
 		return v.Uint() == 0
 	}
 	return false

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package render
+package call
 
 import "math/bits"
 
@@ -93,24 +93,6 @@ func (h *Histogram) Quantile(q float64) uint64 {
 		}
 	}
 	return h.max
-}
-
-// log2Counts returns the counts per power of two: [2^k, 2^(k+1)) at index
-// k+1, and 0 at index 0.
-func (h *Histogram) log2Counts() []uint64 {
-	var out []uint64
-	for i, n := range h.counts {
-		if n == 0 {
-			continue
-		}
-		lo, _ := bucketRange(i)
-		k := bits.Len64(lo)
-		if k >= len(out) {
-			out = append(out, make([]uint64, k+1-len(out))...)
-		}
-		out[k] += n
-	}
-	return out
 }
 
 // Bucket is one bucket of a Histogram: Count values from Lo to Hi, both

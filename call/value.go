@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package render
+package call
 
 import (
 	"fmt"
@@ -68,15 +68,15 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", k)
 }
 
-// Flags qualify a Value.
-type Flags uint8
+// ValueFlags qualify a Value.
+type ValueFlags uint8
 
 const (
 	// Truncated marks a value whose captured bytes ended before the value did;
 	// what could be decoded is shown and the rest is not.
-	Truncated Flags = 1 << iota
-	// Elided marks a struct, union or array nested deeper than Options.Depth:
-	// its content is not shown.
+	Truncated ValueFlags = 1 << iota
+	// Elided marks a struct, union or array nested deeper than the
+	// decoder's depth (--depth): its content is not shown.
 	Elided
 	// Hex marks an integer that reads best in hexadecimal: a member named
 	// like flags, a mask or a mode.
@@ -90,9 +90,9 @@ const (
 // struct members and array elements.
 type Value struct {
 	Kind  Kind
-	Flags Flags
+	Flags ValueFlags
 	// More counts the struct members or array elements not shown in Fields
-	// (cut by the default view, see Options).
+	// (cut by the decoder's default view).
 	More int32
 	// Name is the argument or member name; "" for array elements.
 	Name string
