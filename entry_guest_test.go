@@ -67,17 +67,17 @@ func TestStaleGate(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.close()
-			counter := func(name string) uint64 {
+			counter := func(id bpf.CaptureCounter) uint64 {
 				c, err := s.counts()
 				if err != nil {
 					t.Fatal(err)
 				}
-				return c.Counters[name]
+				return c.Counters[id]
 			}
 			if _, err := trigger.Run(&ebpf.RunOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if n := counter("CNT_OUTSIDE_ENTRY"); n != 1 {
+			if n := counter(bpf.CaptureCounterCNT_OUTSIDE_ENTRY); n != 1 {
 				t.Fatalf("%d calls outside, want 1", n)
 			}
 			// The entry call's exit goes missing: depth and gate as
@@ -97,7 +97,7 @@ func TestStaleGate(t *testing.T) {
 				t.Fatal(err)
 			}
 			runs := 0
-			for ; runs < 100 && counter("CNT_STALE_GATES") == 0; runs++ {
+			for ; runs < 100 && counter(bpf.CaptureCounterCNT_STALE_GATES) == 0; runs++ {
 				if _, err := trigger.Run(&ebpf.RunOptions{}); err != nil {
 					t.Fatal(err)
 				}
@@ -106,7 +106,7 @@ func TestStaleGate(t *testing.T) {
 			if err := gates.Get(&open); err != nil {
 				t.Fatal(err)
 			}
-			stale, outside := counter("CNT_STALE_GATES"), counter("CNT_OUTSIDE_ENTRY")
+			stale, outside := counter(bpf.CaptureCounterCNT_STALE_GATES), counter(bpf.CaptureCounterCNT_OUTSIDE_ENTRY)
 			if stale != 1 || open != 0 || outside != 2 {
 				t.Errorf("after %d calls: %d stale gates, %d open, %d calls outside; want 1, 0, 2", runs, stale, open, outside)
 			}

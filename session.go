@@ -339,9 +339,9 @@ func (s *Session) close() error {
 // counts are what the session counted: the capture program's counters
 // and the session's own.
 type counts struct {
-	// Counters holds the capture program's counters by their capture.h
-	// name (CNT_MISS_EXIT), summed over the CPUs.
-	Counters map[string]uint64
+	// Counters holds the capture program's counters, indexed by counter
+	// (bpf.CaptureCounterCNT_MISS_EXIT), summed over the CPUs.
+	Counters [bpf.CaptureCounterCNT_MAX]uint64
 	// Received and Discarded count the calls read from the ring buffer,
 	// and those of them dropped unread by Discard.
 	Received, Discarded uint64
@@ -389,29 +389,25 @@ func (s *Session) counts() (counts, error) {
 			return c, fmt.Errorf("read the tracked objects: %w", err)
 		}
 		// Exact once nothing runs; while tracing, an estimate.
-		gone := c.Counters["CNT_TRACK_FREED"] + c.Counters["CNT_TRACK_EXPIRED"] + live
-		if tracked := c.Counters["CNT_TRACKED"]; tracked > gone {
+		gone := c.Counters[bpf.CaptureCounterCNT_TRACK_FREED] + c.Counters[bpf.CaptureCounterCNT_TRACK_EXPIRED] + live
+		if tracked := c.Counters[bpf.CaptureCounterCNT_TRACKED]; tracked > gone {
 			c.TrackEvicted = tracked - gone
 		}
 	}
 	return c, nil
 }
 
-// readCounters reads each of the capture program's per-CPU counters in m,
-// named as the program's BTF names them (bpf.Counters).
-func readCounters(m *ebpf.Map) (map[string]uint64, error) {
-	counters, err := bpf.Counters()
-	if err != nil {
-		return nil, err
-	}
-	sums := make(map[string]uint64, len(counters))
-	for _, c := range counters {
+// readCounters reads each of the capture program's per-CPU counters in m
+// and sums it over the CPUs.
+func readCounters(m *ebpf.Map) ([bpf.CaptureCounterCNT_MAX]uint64, error) {
+	var sums [bpf.CaptureCounterCNT_MAX]uint64
+	for c := range bpf.CaptureCounterCNT_MAX {
 		var perCPU []uint64
-		if err := m.Lookup(c.Key, &perCPU); err != nil {
-			return nil, fmt.Errorf("%s: %w", c.Name, err)
+		if err := m.Lookup(c, &perCPU); err != nil {
+			return sums, fmt.Errorf("counter %d: %w", c, err)
 		}
 		for _, v := range perCPU {
-			sums[c.Name] += v
+			sums[c] += v
 		}
 	}
 	return sums, nil

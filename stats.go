@@ -3,8 +3,7 @@
 package trawl
 
 import (
-	"reflect"
-	"strings"
+	"github.com/trawl-dev/trawl/internal/bpf"
 )
 
 // Stats are the session's counters. Every call the program saw end is
@@ -70,9 +69,7 @@ type Stats struct {
 	Skipped  Skips
 }
 
-// statsOf makes the Stats of a session's counts. Each of the capture
-// program's counters goes into its field (see statsField), so a counter
-// added to capture.h needs only its field in Stats.
+// statsOf makes the Stats of a session's counts.
 func statsOf(c counts) Stats {
 	st := Stats{
 		Received:        c.Received,
@@ -83,23 +80,37 @@ func statsOf(c counts) Stats {
 		Skipped:         Skips(c.Skipped),
 		RecursionMisses: c.RecursionMisses,
 	}
-	fields := reflect.ValueOf(&st).Elem()
-	for name, v := range c.Counters {
-		if f, ok := statsField(name); ok {
-			fields.FieldByIndex(f.Index).SetUint(v)
-		}
+	for counter, field := range counterFields {
+		*field(&st) = c.Counters[counter]
 	}
 	return st
 }
 
-// statsField finds the Stats field of a counter: the uint64 named as the
-// counter without CNT_ and underscores, in any case (MissExit for
-// CNT_MISS_EXIT, MissPIDs for CNT_MISS_PIDS). TestStatsHasEveryCounter
-// checks every counter has one.
-func statsField(counter string) (reflect.StructField, bool) {
-	name := strings.ReplaceAll(strings.TrimPrefix(counter, "CNT_"), "_", "")
-	f, ok := reflect.TypeFor[Stats]().FieldByNameFunc(func(field string) bool {
-		return strings.EqualFold(field, name)
-	})
-	return f, ok && f.Type.Kind() == reflect.Uint64
+// counterFields gives the Stats field of each of the capture program's
+// counters (enum counter in capture.h). TestStatsHasEveryCounter checks
+// that every counter has one.
+var counterFields = [bpf.CaptureCounterCNT_MAX]func(*Stats) *uint64{
+	bpf.CaptureCounterCNT_CALLS:          func(s *Stats) *uint64 { return &s.Calls },
+	bpf.CaptureCounterCNT_DROPS:          func(s *Stats) *uint64 { return &s.Drops },
+	bpf.CaptureCounterCNT_MISS_STORAGE:   func(s *Stats) *uint64 { return &s.MissStorage },
+	bpf.CaptureCounterCNT_MISS_DEPTH:     func(s *Stats) *uint64 { return &s.MissDepth },
+	bpf.CaptureCounterCNT_MISS_ENTRY:     func(s *Stats) *uint64 { return &s.MissEntry },
+	bpf.CaptureCounterCNT_MISS_EXIT:      func(s *Stats) *uint64 { return &s.MissExit },
+	bpf.CaptureCounterCNT_FILTERED:       func(s *Stats) *uint64 { return &s.Filtered },
+	bpf.CaptureCounterCNT_FILTERED_EXPR:  func(s *Stats) *uint64 { return &s.FilteredExpr },
+	bpf.CaptureCounterCNT_FILTERED_EXIT:  func(s *Stats) *uint64 { return &s.FilteredExit },
+	bpf.CaptureCounterCNT_COOKIE_LOOKUPS: func(s *Stats) *uint64 { return &s.CookieLookups },
+	bpf.CaptureCounterCNT_MISS_FRAME:     func(s *Stats) *uint64 { return &s.MissFrame },
+	bpf.CaptureCounterCNT_MISS_PIDS:      func(s *Stats) *uint64 { return &s.MissPIDs },
+	bpf.CaptureCounterCNT_MISS_ERRNO:     func(s *Stats) *uint64 { return &s.MissErrno },
+	bpf.CaptureCounterCNT_OUTSIDE_ENTRY:  func(s *Stats) *uint64 { return &s.OutsideEntry },
+	bpf.CaptureCounterCNT_CHAINS:         func(s *Stats) *uint64 { return &s.Chains },
+	bpf.CaptureCounterCNT_MISS_CHAIN:     func(s *Stats) *uint64 { return &s.MissChain },
+	bpf.CaptureCounterCNT_MISS_STACK:     func(s *Stats) *uint64 { return &s.MissStack },
+	bpf.CaptureCounterCNT_STALE_GATES:    func(s *Stats) *uint64 { return &s.StaleGates },
+	bpf.CaptureCounterCNT_JOURNEYS:       func(s *Stats) *uint64 { return &s.Journeys },
+	bpf.CaptureCounterCNT_TRACKED:        func(s *Stats) *uint64 { return &s.Tracked },
+	bpf.CaptureCounterCNT_TRACK_FREED:    func(s *Stats) *uint64 { return &s.TrackFreed },
+	bpf.CaptureCounterCNT_TRACK_EXPIRED:  func(s *Stats) *uint64 { return &s.TrackExpired },
+	bpf.CaptureCounterCNT_UNTRACKED:      func(s *Stats) *uint64 { return &s.Untracked },
 }

@@ -219,9 +219,9 @@ struct frame_key {
 	__u32 depth;
 };
 
-/* Counters, per CPU. The loader reads each into the Stats field of its
- * name (CNT_MISS_EXIT into MissExit, CNT_MISS_PIDS into MissPIDs): a new
- * counter needs that field. */
+/* Counters, per CPU. Go names them by bpf2go's CaptureCounter constants
+ * and counterFields (stats.go) gives each its Stats field: a new counter
+ * needs its entry there, which TestStatsHasEveryCounter checks. */
 enum counter {
 	CNT_CALLS,        /* exits seen */
 	CNT_DROPS,        /* records the ring buffer had no room for */

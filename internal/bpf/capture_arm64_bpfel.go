@@ -39,6 +39,35 @@ const (
 	CaptureCookieBitCOOKIE_ENTRY CaptureCookieBit = 32
 )
 
+type CaptureCounter uint32
+
+const (
+	CaptureCounterCNT_CALLS          CaptureCounter = 0
+	CaptureCounterCNT_DROPS          CaptureCounter = 1
+	CaptureCounterCNT_MISS_STORAGE   CaptureCounter = 2
+	CaptureCounterCNT_MISS_DEPTH     CaptureCounter = 3
+	CaptureCounterCNT_MISS_ENTRY     CaptureCounter = 4
+	CaptureCounterCNT_MISS_EXIT      CaptureCounter = 5
+	CaptureCounterCNT_FILTERED       CaptureCounter = 6
+	CaptureCounterCNT_FILTERED_EXPR  CaptureCounter = 7
+	CaptureCounterCNT_FILTERED_EXIT  CaptureCounter = 8
+	CaptureCounterCNT_COOKIE_LOOKUPS CaptureCounter = 9
+	CaptureCounterCNT_MISS_FRAME     CaptureCounter = 10
+	CaptureCounterCNT_MISS_PIDS      CaptureCounter = 11
+	CaptureCounterCNT_MISS_ERRNO     CaptureCounter = 12
+	CaptureCounterCNT_OUTSIDE_ENTRY  CaptureCounter = 13
+	CaptureCounterCNT_CHAINS         CaptureCounter = 14
+	CaptureCounterCNT_MISS_CHAIN     CaptureCounter = 15
+	CaptureCounterCNT_MISS_STACK     CaptureCounter = 16
+	CaptureCounterCNT_STALE_GATES    CaptureCounter = 17
+	CaptureCounterCNT_JOURNEYS       CaptureCounter = 18
+	CaptureCounterCNT_TRACKED        CaptureCounter = 19
+	CaptureCounterCNT_TRACK_FREED    CaptureCounter = 20
+	CaptureCounterCNT_TRACK_EXPIRED  CaptureCounter = 21
+	CaptureCounterCNT_UNTRACKED      CaptureCounter = 22
+	CaptureCounterCNT_MAX            CaptureCounter = 23
+)
+
 type CaptureErrKind uint32
 
 const (
