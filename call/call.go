@@ -7,9 +7,9 @@
 //
 // A trawl session fills them: its decoder makes a Call of each call's
 // entry and exit, and an aggregating session reads the kernel's counters
-// into FunctionStats. Package render writes them out, package metrics
-// exports the figures to Prometheus and package otlp the calls to
-// OpenTelemetry. The model imports no other part of trawl.
+// into FunctionStats. Package render writes them out; packages metrics
+// and otlp export them to Prometheus and OpenTelemetry. The model imports
+// no other part of trawl.
 package call
 
 // Call is one traced call after entry/exit pairing and decoding.

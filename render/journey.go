@@ -22,7 +22,7 @@ const (
 )
 
 // Journeys writes the calls of a session that tracks objects
-// (trawl.Config Track) grouped by journey (Call.Track), each journey's
+// (trawl.Config Track) grouped by journey (call.Call's Track), each journey's
 // calls in start order, as text lines or, indented by depth, as a tree:
 //
 //	journey 0xffff888004b2c000: 9 calls, ended by kfree_skbmem, reason=SKB_DROP_REASON_NO_SOCKET
@@ -30,7 +30,7 @@ const (
 //	  22:13:20.000010 curl[5000/5001] ip_output(net=init_net, sk={...}, skb={len=57, ...}) = 0 30.2µs
 //
 // A journey is written when the call that frees its last object arrives
-// (TrackEnd): its header names that call and, when a call of the journey
+// (call.TrackEnd): its header names that call and, when a call of the journey
 // has an enum argument named reason (the drop reason of
 // kfree_skb_reason and sk_skb_reason_drop), its value. Close writes the
 // journeys still open, by their first call, marked "still tracked", as

@@ -33,7 +33,7 @@ type Options struct {
 	// Color adds ANSI colours; set it when writing to a terminal (see
 	// IsTerminal).
 	Color bool
-	// WallOffset is added to Call.TS to give Unix time in ns (see
+	// WallOffset is added to a call.Call's TS to give Unix time in ns (see
 	// WallOffset). When 0, times are shown as seconds of the kernel clock.
 	WallOffset int64
 	// Location is the time zone of wall-clock times; nil means time.Local.
@@ -41,7 +41,7 @@ type Options struct {
 }
 
 // WallOffset returns the offset from CLOCK_MONOTONIC, the clock of
-// Call.TS, to Unix time, for Options.WallOffset.
+// call.Call's TS, to Unix time, for Options.WallOffset.
 func WallOffset() (int64, error) {
 	var mono, real unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono); err != nil {
