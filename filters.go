@@ -18,6 +18,7 @@ import (
 	"github.com/trawl-dev/trawl/internal/filter"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/plan"
+	"github.com/trawl-dev/trawl/internal/record"
 	"github.com/trawl-dev/trawl/internal/skip"
 )
 
@@ -101,7 +102,7 @@ func cgroupLevel(path string) uint32 {
 // compile returns the compiled expression for p, or why p is left out
 // ("" when it is not).
 func (f *filters) compile(p *plan.Plan) (asm.Instructions, string) {
-	if f.errors && !backend.CanFail(p) {
+	if f.errors && !record.CanFail(p) {
 		return nil, "--errors: the return value cannot tell an error (void, unsigned, bool or struct)"
 	}
 	if f.expr == nil {

@@ -27,12 +27,13 @@ import (
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"github.com/trawl-dev/trawl/internal/plan"
+	"github.com/trawl-dev/trawl/internal/record"
 	"github.com/trawl-dev/trawl/internal/skip"
 )
 
 // errTooManySlots leaves out functions whose arguments take more slots
 // than the capture program reads.
-var errTooManySlots = fmt.Errorf("more than the %d argument slots trawl reads", backend.MaxSlots)
+var errTooManySlots = fmt.Errorf("more than the %d argument slots trawl reads", record.MaxSlots)
 
 // open traces the functions of cat that cfg, validated and with its
 // defaults, selects: it selects them, chooses the backend, plans their
@@ -202,7 +203,7 @@ func (s *Session) plan(cfg Config) error {
 		if err == nil {
 			err = p.Attachable(s.backend.Family, arch, version)
 		}
-		if err == nil && p.NumSlots > backend.MaxSlots {
+		if err == nil && p.NumSlots > record.MaxSlots {
 			err = fmt.Errorf("%w: %d", errTooManySlots, p.NumSlots)
 		}
 		if err != nil {
@@ -260,7 +261,7 @@ func (s *Session) plan(cfg Config) error {
 func (s *Session) wire(arch plan.Arch) error {
 	s.layouts = make([]bpf.CapturePlan, len(s.targets))
 	for i, t := range s.targets {
-		w, err := backend.Wire(t.Plan, arch)
+		w, err := record.Wire(t.Plan, arch)
 		if err != nil {
 			return err
 		}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/plan"
+	"github.com/trawl-dev/trawl/internal/record"
 	"github.com/trawl-dev/trawl/internal/selector"
 )
 
@@ -59,7 +59,7 @@ func TestTracker(t *testing.T) {
 	if !p.MarkTrack(tr.isType, tr.life[fn.Name]) || !slices.Equal(p.Track.Args, []int{0}) || p.Track.Ret || p.Track.Free || p.Track.Drop {
 		t.Errorf("tcp_v4_rcv: %+v, want its argument 0 tracked", p.Track)
 	}
-	w, err := backend.Wire(p, plan.ARM64)
+	w, err := record.Wire(p, plan.ARM64)
 	if err != nil {
 		t.Fatal(err)
 	}

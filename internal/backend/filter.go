@@ -7,9 +7,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/filter"
-	"github.com/trawl-dev/trawl/internal/plan"
 )
 
 // SpliceFilter puts the compiled --filter expressions of targets into
@@ -38,29 +36,6 @@ func SpliceFilter(prog *ebpf.ProgramSpec, targets []Target) error {
 	prog.Instructions, err = splice(prog.Instructions, filter.Stub, body)
 	return err
 }
-
-// Error kinds of a plan's return value, from internal/bpf/capture.h.
-const (
-	errNone = uint8(bpf.CaptureErrKindERR_NONE)
-	errNeg  = uint8(bpf.CaptureErrKindERR_NEG)
-	errPtr  = uint8(bpf.CaptureErrKindERR_PTR)
-)
-
-// errKind says how a function's return value tells an error: a negative
-// errno for signed integers, NULL or ERR_PTR for pointers.
-func errKind(p *plan.Plan) uint8 {
-	switch p.Ret.Class {
-	case plan.Signed:
-		return errNeg
-	case plan.Ptr, plan.PtrStruct, plan.String:
-		return errPtr
-	}
-	return errNone
-}
-
-// CanFail reports whether --errors can tell an error from p's return
-// value.
-func CanFail(p *plan.Plan) bool { return errKind(p) != errNone }
 
 // spliceShow puts the compiled --show expressions of targets into prog's
 // trawl_show stub, as SpliceFilter does for filters.

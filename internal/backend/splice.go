@@ -8,6 +8,8 @@ import (
 
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
+
+	"github.com/trawl-dev/trawl/internal/record"
 )
 
 // nrCapsFunc is the capture program's function that returns how many
@@ -26,7 +28,7 @@ const CaptureFunc = "trawl_capture"
 // instructions of its own before 6.8, which checks it only if called.
 // It returns insns unchanged if they do not call trawl_nr_caps.
 func spliceNrCaps(insns asm.Instructions, t Target) (asm.Instructions, error) {
-	n := len(Captures(t.Plan))
+	n := len(record.Captures(t.Plan))
 	insns, err := splice(insns, nrCapsFunc, asm.Instructions{asm.Mov.Imm(asm.R0, int32(n)), asm.Return()})
 	if err != nil {
 		return nil, err

@@ -17,11 +17,11 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/trawl-dev/trawl/call"
-	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/filter"
 	"github.com/trawl-dev/trawl/internal/plan"
+	"github.com/trawl-dev/trawl/internal/record"
 )
 
 // Record flags, from internal/bpf/capture.h.
@@ -72,7 +72,7 @@ type Decoder struct {
 	plans []*plan.Plan
 	dec   *decode.Decoder
 	// caps holds, per plan, its captures in order (capsOf).
-	caps [][]backend.MemCapture
+	caps [][]record.MemCapture
 	// data is the memory captured behind each argument of the current
 	// record, nil where none was.
 	data [][]byte
@@ -99,7 +99,7 @@ func NewDecoder(plans []*plan.Plan, opts decode.Options, sym decode.Symbolizer) 
 	d := &Decoder{
 		plans: plans,
 		dec:   decode.NewDecoder(opts, sym),
-		caps:  make([][]backend.MemCapture, len(plans)),
+		caps:  make([][]record.MemCapture, len(plans)),
 		comms: map[[16]int8]string{},
 	}
 	d.pointees = map[*byte]decode.Pointee{}
@@ -109,11 +109,11 @@ func NewDecoder(plans []*plan.Plan, opts decode.Options, sym decode.Symbolizer) 
 
 // capsOf returns the captures of plan id in order, worked out at its
 // first record: a session of every function decodes calls of few.
-func (d *Decoder) capsOf(id uint32) []backend.MemCapture {
+func (d *Decoder) capsOf(id uint32) []record.MemCapture {
 	if d.caps[id] == nil {
-		d.caps[id] = backend.Captures(d.plans[id])
+		d.caps[id] = record.Captures(d.plans[id])
 		if d.caps[id] == nil {
-			d.caps[id] = []backend.MemCapture{} // none, and known
+			d.caps[id] = []record.MemCapture{} // none, and known
 		}
 	}
 	return d.caps[id]
@@ -230,26 +230,26 @@ func (d *Decoder) deep(r *Record, p *plan.Plan) {
 		d.bytes = append(d.bytes, b)
 		off += n
 	}
-	bytesOf := func(c backend.MemCapture) []byte {
+	bytesOf := func(c record.MemCapture) []byte {
 		if i := slices.Index(caps, c); i >= 0 && i < len(d.bytes) {
 			return d.bytes[i]
 		}
 		return nil
 	}
 	for i, dp := range p.Deep {
-		parent := bytesOf(backend.MemCapture{Arg: dp.Arg, Deep: dp.Parent})
+		parent := bytesOf(record.MemCapture{Arg: dp.Arg, Deep: dp.Parent})
 		if len(parent) < dp.Off+8 {
 			continue
 		}
 		if dp.Cut {
 			d.pointees[&parent[dp.Off]] = decode.Pointee{Cut: true}
-		} else if b := bytesOf(backend.MemCapture{Arg: dp.Arg, Deep: i}); b != nil {
+		} else if b := bytesOf(record.MemCapture{Arg: dp.Arg, Deep: i}); b != nil {
 			d.pointees[&parent[dp.Off]] = decode.Pointee{Data: b}
 		}
 	}
 	for _, pk := range p.Packets {
-		skb := bytesOf(backend.MemCapture{Arg: pk.Arg, Deep: -1})
-		if b := bytesOf(backend.MemCapture{Arg: pk.Arg, Deep: -1, Packet: true}); b != nil && len(skb) >= pk.Head+8 {
+		skb := bytesOf(record.MemCapture{Arg: pk.Arg, Deep: -1})
+		if b := bytesOf(record.MemCapture{Arg: pk.Arg, Deep: -1, Packet: true}); b != nil && len(skb) >= pk.Head+8 {
 			d.pointees[&skb[pk.Head]] = decode.Pointee{Data: b, Packet: true}
 		}
 	}
@@ -326,7 +326,7 @@ func bufferLen(r *Record, p *plan.Plan, b *plan.SizedBuffer) uint64 {
 
 // argNames are the names of arguments BTF leaves unnamed, and of the raw
 // registers of a function without prototype: as many as the program reads.
-var argNames = func() (names [backend.MaxSlots]string) {
+var argNames = func() (names [record.MaxSlots]string) {
 	for i := range names {
 		names[i] = fmt.Sprintf("arg%d", i)
 	}

@@ -13,13 +13,13 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/trawl-dev/trawl/call"
-	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/decode"
 	"github.com/trawl-dev/trawl/internal/decode/decodetest"
 	"github.com/trawl-dev/trawl/internal/filter"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/plan"
+	"github.com/trawl-dev/trawl/internal/record"
 )
 
 // recordLayout is struct record as clang laid it out in the compiled
@@ -188,7 +188,7 @@ func tcpSendmsg(tb testing.TB) (*plan.Plan, []byte) {
 		},
 		"msg": {"msg_namelen": 16},
 	}
-	for i, c := range backend.Captures(p) {
+	for i, c := range record.Captures(p) {
 		a := p.Args[c.Arg]
 		target, _ := btf.UnderlyingType(a.Type).(*btf.Pointer)
 		data := make([]byte, a.Budget)
@@ -370,7 +370,7 @@ func TestDecoderPacket(t *testing.T) {
 	if len(p.Packets) != 1 || p.Packets[0].Arg != 1 {
 		t.Fatalf("packets %+v, want the skb's, argument 2", p.Packets)
 	}
-	caps := backend.Captures(p)
+	caps := record.Captures(p)
 	if len(caps) != 3 || caps[0].Arg != 0 || caps[1].Arg != 1 || !caps[2].Packet {
 		t.Fatalf("captures %+v, want the sock's, the skb's and its packet", caps)
 	}

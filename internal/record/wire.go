@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package backend
+// Package record holds the layout trawl shares with the capture program:
+// how a plan is encoded for it (Wire), its limits, and the order in which
+// it captures memory (Captures), by which the event parser reads a
+// record's data back.
+package record
 
 import (
 	"fmt"
@@ -237,3 +241,26 @@ func wirePacket(p *plan.Plan, caps []MemCapture, w *bpf.CapturePlan, i int) erro
 	w.Flags |= planDeep
 	return nil
 }
+
+// Error kinds of a plan's return value, from internal/bpf/capture.h.
+const (
+	errNone = uint8(bpf.CaptureErrKindERR_NONE)
+	errNeg  = uint8(bpf.CaptureErrKindERR_NEG)
+	errPtr  = uint8(bpf.CaptureErrKindERR_PTR)
+)
+
+// errKind says how a function's return value tells an error: a negative
+// errno for signed integers, NULL or ERR_PTR for pointers.
+func errKind(p *plan.Plan) uint8 {
+	switch p.Ret.Class {
+	case plan.Signed:
+		return errNeg
+	case plan.Ptr, plan.PtrStruct, plan.String:
+		return errPtr
+	}
+	return errNone
+}
+
+// CanFail reports whether --errors can tell an error from p's return
+// value.
+func CanFail(p *plan.Plan) bool { return errKind(p) != errNone }
