@@ -36,8 +36,8 @@ const attachAllEnv = "TRAWL_ATTACH_ALL"
 // also loads programs per function.
 func TestFentryTooMany(t *testing.T) {
 	guest.Require(t)
-	for _, b := range []string{trawl.BackendFentry, trawl.BackendKprobe} {
-		t.Run(b, func(t *testing.T) {
+	for _, b := range []trawl.Backend{trawl.BackendFentry, trawl.BackendKprobe} {
+		t.Run(string(b), func(t *testing.T) {
 			s, err := trawl.Open(t.Context(), trawl.Config{Patterns: []string{"*"}, Backend: b})
 			if errors.Is(err, ebpf.ErrNotSupported) {
 				t.Skipf("kernel %s: %v", guest.Kernel(), err)
@@ -72,8 +72,8 @@ func TestAttachAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range []string{trawl.BackendKprobeMulti, trawl.BackendTracingMulti} {
-		t.Run(b+"/all", func(t *testing.T) {
+	for _, b := range []trawl.Backend{trawl.BackendKprobeMulti, trawl.BackendTracingMulti} {
+		t.Run(string(b)+"/all", func(t *testing.T) {
 			attached := attachAndDetach(t, b)
 			// A few hundred functions refuse each mechanism (no BTF
 			// prototype, notrace aliases); most must attach.
@@ -87,7 +87,7 @@ func TestAttachAll(t *testing.T) {
 // attachAndDetach opens a session with backend b on every function, runs a
 // little workload, closes it, checks that no function stays patched and
 // returns the number of functions attached.
-func attachAndDetach(t *testing.T, b string) int {
+func attachAndDetach(t *testing.T, b trawl.Backend) int {
 	before := patched(t)
 	// Trace a child, not this process: tracing every function of the
 	// process that attaches them slows attaching several times.

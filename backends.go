@@ -6,24 +6,46 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"github.com/trawl-dev/trawl/internal/selector"
 )
 
-// Backend names.
+// Backend names a way to attach the capture program to the functions
+// (Config.Backend, Session.Backend).
+type Backend string
+
+// The backends; BackendAuto lets Open choose one (see ChooseBackend).
 const (
-	BackendAuto          = "auto"
-	BackendFentry        = "fentry"
-	BackendKprobe        = "kprobe"
-	BackendKprobeMulti   = "kprobe-multi"
-	BackendKprobeSession = "kprobe-session"
-	BackendFsession      = "fsession"
-	BackendTracingMulti  = "tracing-multi"
+	BackendAuto          Backend = "auto"
+	BackendFentry        Backend = "fentry"
+	BackendKprobe        Backend = "kprobe"
+	BackendKprobeMulti   Backend = "kprobe-multi"
+	BackendKprobeSession Backend = "kprobe-session"
+	BackendFsession      Backend = "fsession"
+	BackendTracingMulti  Backend = "tracing-multi"
 )
 
-// Backends lists the backend names Config.Backend takes, auto first.
-var Backends = backendNames()
+// Backends lists the backends Config.Backend takes, auto first.
+var Backends = backends()
+
+func backends() []Backend {
+	var all []Backend
+	for _, name := range backend.Names() {
+		all = append(all, Backend(name))
+	}
+	return all
+}
+
+// backendList lists the backends' names for a message, auto first.
+func backendList() string {
+	names := make([]string, len(Backends))
+	for i, b := range Backends {
+		names[i] = string(b)
+	}
+	return strings.Join(names, ", ")
+}
 
 // ChooseBackend returns the backend Open would use for cfg on the running
 // kernel, and why. For BackendAuto it weighs attach cost, which grows
@@ -35,7 +57,7 @@ var Backends = backendNames()
 // function; the README, "Choosing a
 // backend", has the numbers. fsession and tracing-multi are passed over
 // when the selection has functions in modules, which they cannot attach.
-func ChooseBackend(cfg Config) (name, why string, err error) {
+func ChooseBackend(cfg Config) (b Backend, why string, err error) {
 	cat, release, err := kernel.Hold()
 	if err != nil {
 		return "", "", err
@@ -45,23 +67,23 @@ func ChooseBackend(cfg Config) (name, why string, err error) {
 	if err != nil {
 		return "", "", publicError(err)
 	}
-	b, why, err := pickBackend(cfg.Backend, sel, len(cfg.Entries) > 0, liveProbe)
+	chosen, why, err := backend.Choose(backend.Name(cfg.Backend), len(sel.Selected), len(cfg.Entries) > 0, backend.LiveProbe)
 	if err != nil {
 		return "", "", err
 	}
-	return b.Name, why, nil
+	return Backend(chosen.Name), why, nil
 }
 
 // Features is what the running kernel offers for tracing, one probe a
 // feature, and what BackendAuto picks there.
 type Features struct {
 	report features.Report
-	auto   []autoChoice
+	auto   []backend.AutoChoice
 }
 
 // ProbeFeatures probes the running kernel for each attach mechanism.
 func ProbeFeatures() Features {
-	return Features{features.Probe(), autoChoices(liveProbe)}
+	return Features{features.Probe(), backend.AutoChoices(backend.LiveProbe)}
 }
 
 // String lists the features one a line: name, yes or no, and why not;
@@ -77,7 +99,7 @@ func (f Features) String() string {
 		case a.Max == 0:
 			n = fmt.Sprintf("%d or more", a.Min)
 		}
-		picks = append(picks, a.Backend.Name+" for "+n)
+		picks = append(picks, string(a.Backend.Name)+" for "+n)
 	}
 	if len(picks) == 0 {
 		picks = []string{"nothing: no backend can attach on this kernel"}

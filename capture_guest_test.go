@@ -142,7 +142,7 @@ func TestCaptureKnownValues(t *testing.T) {
 	guest.Require(t)
 	cat, patterns := knownPatterns(t)
 	for _, backend := range trawl.Backends[1:] { // all but auto
-		t.Run(backend, func(t *testing.T) {
+		t.Run(string(backend), func(t *testing.T) {
 			cfg := trawl.Config{Patterns: patterns, Backend: backend, PIDs: []int{os.Getpid()}, Show: []string{showPort, showDport, showDaddr, showBuf}}
 			// --depth 3: structs two pointers in, shown whole.
 			cfg.Capture.Depth, cfg.Decode.Depth, cfg.Decode.Full = 2, 3, true
@@ -393,8 +393,8 @@ func refusedByVerifier(t *testing.T, st trawl.Stats) {
 // module's BTF: a lookup of a name the share lacks walks to it.
 func TestModuleFunction(t *testing.T) {
 	guest.Require(t)
-	for _, backend := range []string{trawl.BackendFsession, trawl.BackendTracingMulti} {
-		t.Run(backend, func(t *testing.T) {
+	for _, backend := range []trawl.Backend{trawl.BackendFsession, trawl.BackendTracingMulti} {
+		t.Run(string(backend), func(t *testing.T) {
 			s, err := trawl.Open(t.Context(), trawl.Config{Patterns: []string{"9pnet:p9_client_walk"}, Backend: backend, PIDs: []int{os.Getpid()}})
 			if errors.Is(err, ebpf.ErrNotSupported) {
 				t.Skipf("kernel %s: %v", guest.Kernel(), err)

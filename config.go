@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -36,8 +35,10 @@ type Config struct {
 	// BackendKprobeSession (6.10+), BackendFsession (7.0+) or
 	// BackendTracingMulti (7.2+, x86-64) or BackendKprobe (a classic
 	// kprobe per function, for kernels without the others; 5.10+).
-	// fsession and tracing-multi attach vmlinux functions only.
-	Backend string
+	// fsession and tracing-multi attach vmlinux functions only. With
+	// Entries, fentry's programs run in fsession's place, and
+	// Session.Backend says BackendFentry.
+	Backend Backend
 	// PIDs, if set, limits tracing to these processes and their children.
 	PIDs []int
 	// Comm, if set, limits tracing to tasks of this name.
@@ -227,7 +228,7 @@ func (cfg Config) Validate() error {
 		}
 	}
 	if cfg.Backend != "" && !slices.Contains(Backends, cfg.Backend) {
-		return bad("--backend %q: want one of %s", cfg.Backend, strings.Join(Backends, ", "))
+		return bad("--backend %q: want one of %s", cfg.Backend, backendList())
 	}
 	for _, pid := range cfg.PIDs {
 		if pid <= 0 {

@@ -48,7 +48,7 @@ func TestStaleGate(t *testing.T) {
 		if b.Needs() != nil {
 			continue
 		}
-		t.Run(b.Name, func(t *testing.T) {
+		t.Run(string(b.Name), func(t *testing.T) {
 			// The shadow is the test run's task's: keep this goroutine
 			// on one thread.
 			runtime.LockOSThread()
@@ -61,8 +61,8 @@ func TestStaleGate(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer unix.Close(pidfd)
-			cfg := Config{Patterns: []string{"bpf_fentry_test2"}, Entries: []string{"bpf_fentry_test1"}, Backend: b.Name, RingBufferSize: 1 << 20, Notify: func(n string) { t.Log(n) }}
-			s, err := open(t.Context(), cat, cfg, liveProbe)
+			cfg := Config{Patterns: []string{"bpf_fentry_test2"}, Entries: []string{"bpf_fentry_test1"}, Backend: Backend(b.Name), RingBufferSize: 1 << 20, Notify: func(n string) { t.Log(n) }}
+			s, err := open(t.Context(), cat, cfg, backend.LiveProbe)
 			if err != nil {
 				t.Fatal(err)
 			}

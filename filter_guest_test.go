@@ -96,11 +96,11 @@ func TestFilters(t *testing.T) {
 	// The other backends share the filter code of the capture program;
 	// these two cover trampolines and kprobes (classic ones where the
 	// kernel has no kprobe.multi).
-	backends := []string{trawl.BackendFentry, trawl.BackendKprobeMulti}
+	backends := []trawl.Backend{trawl.BackendFentry, trawl.BackendKprobeMulti}
 	if _, _, err := trawl.ChooseBackend(trawl.Config{Patterns: []string{"bpf_fentry_test1"}, Backend: trawl.BackendKprobeMulti}); err != nil {
 		backends[1] = trawl.BackendKprobe
 	}
-	backends = slices.DeleteFunc(backends, func(b string) bool {
+	backends = slices.DeleteFunc(backends, func(b trawl.Backend) bool {
 		_, _, err := trawl.ChooseBackend(trawl.Config{Patterns: []string{"bpf_fentry_test1"}, Backend: b})
 		if err != nil {
 			t.Logf("%s: not on %s: %v", b, guest.Kernel(), err)
@@ -109,7 +109,7 @@ func TestFilters(t *testing.T) {
 	})
 	traced := map[string]bool{} // the cases a backend traced, not skipped
 	for _, backend := range backends {
-		t.Run(backend, func(t *testing.T) {
+		t.Run(string(backend), func(t *testing.T) {
 			for _, tc := range cases {
 				if tc.once && traced[tc.name] {
 					continue
@@ -256,7 +256,7 @@ func enterCgroup(t *testing.T, dir string) {
 func BenchmarkFilterReject(b *testing.B) {
 	guest.Require(b)
 	const fn = "__task_pid_nr_ns"
-	for _, backend := range []string{trawl.BackendFentry, trawl.BackendKprobeMulti} {
+	for _, backend := range []trawl.Backend{trawl.BackendFentry, trawl.BackendKprobeMulti} {
 		for _, bc := range []struct{ name, filter string }{
 			{"untraced", ""},
 			{"unfiltered", ""},
@@ -264,7 +264,7 @@ func BenchmarkFilterReject(b *testing.B) {
 			{"reject-field", "task->pid == 0"},
 			{"reject-ret", "ret == -1"},
 		} {
-			b.Run(backend+"/"+bc.name, func(b *testing.B) {
+			b.Run(string(backend)+"/"+bc.name, func(b *testing.B) {
 				if bc.name != "untraced" {
 					cfg := trawl.Config{Patterns: []string{fn}, Backend: backend, PIDs: []int{os.Getpid()}, Filter: bc.filter}
 					s, err := trawl.Open(b.Context(), cfg)

@@ -47,7 +47,7 @@ var errTooManySlots = fmt.Errorf("more than the %d argument slots trawl reads", 
 // kernel work for the backends that attach every function at once, and
 // filling the program's maps and readying the decoding of the calls,
 // which the program, attached unarmed, neither reads nor sends yet.
-func open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe probeFunc) (_ *Session, err error) {
+func open(ctx context.Context, cat *kernel.Catalogue, cfg Config, probe backend.Probe) (_ *Session, err error) {
 	if n := cat.Notice(); n != "" {
 		cfg.Notify(n)
 	}
@@ -147,7 +147,7 @@ func timed(step string, run func() error) error {
 }
 
 // choose selects the functions and the backend.
-func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe probeFunc) error {
+func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe backend.Probe) error {
 	flt, err := newFilters(cfg, cat)
 	if err != nil {
 		return err
@@ -165,7 +165,7 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe probeFunc) err
 		}
 		s.track.addLifeFuncs(cat, s.sel)
 	}
-	if s.backend, _, err = pickBackend(cfg.Backend, s.sel, len(cfg.Entries) > 0, probe); err != nil {
+	if s.backend, _, err = backend.Choose(backend.Name(cfg.Backend), len(s.sel.Selected), len(cfg.Entries) > 0, probe); err != nil {
 		return err
 	}
 	if s.track != nil && s.backend == backend.Fentry {
@@ -180,7 +180,7 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe probeFunc) err
 			return fmt.Errorf("--cgroup %s takes its descendants in, which the %s backend cannot on this kernel: use --cgroup-exact: %w", cfg.Cgroup, s.backend.Name, err)
 		}
 	}
-	return s.backend.Fits(len(s.sel.Selected), len(cfg.Entries) > 0)
+	return s.backend.Fits(len(s.sel.Selected))
 }
 
 // plan plans the capture of each selected function the backend can

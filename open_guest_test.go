@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/trawl-dev/trawl/call"
+	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
@@ -25,7 +26,7 @@ func TestRingBufferSizeLoaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer release()
-	s, err := open(t.Context(), cat, Config{Patterns: []string{"vfs_read"}, RingBufferSize: size, Notify: func(n string) { t.Log(n) }}, liveProbe)
+	s, err := open(t.Context(), cat, Config{Patterns: []string{"vfs_read"}, RingBufferSize: size, Notify: func(n string) { t.Log(n) }}, backend.LiveProbe)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestReadContext(t *testing.T) {
 	defer release()
 	// Only BPF_PROG_TEST_RUN calls it: no call comes.
 	cfg := Config{Patterns: []string{"bpf_fentry_test1"}, RingBufferSize: 1 << 20, Notify: func(n string) { t.Log(n) }}
-	s, err := open(t.Context(), cat, cfg, liveProbe)
+	s, err := open(t.Context(), cat, cfg, backend.LiveProbe)
 	if err != nil {
 		t.Fatal(err)
 	}

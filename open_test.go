@@ -3,6 +3,7 @@
 package trawl
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -61,6 +62,18 @@ func TestHistogramLayout(t *testing.T) {
 	if n := len(bpf.CaptureFuncStats{}.Hist); n != int(bpf.CaptureHistLayoutHIST_BUCKETS) {
 		t.Errorf("func_stats has %d buckets, HIST_BUCKETS is %d", n, bpf.CaptureHistLayoutHIST_BUCKETS)
 	}
+}
+
+// selection makes up a selection of n vmlinux functions and m module ones.
+func selection(n, m int) *selector.Selection {
+	sel := &selector.Selection{}
+	for i := range n {
+		sel.Selected = append(sel.Selected, &kernel.Function{Name: fmt.Sprint("f", i)})
+	}
+	for i := range m {
+		sel.Selected = append(sel.Selected, &kernel.Function{Name: fmt.Sprint("m", i), Module: "mod"})
+	}
+	return sel
 }
 
 // TestMostTargets checks the bound the maps are sized by before planning:

@@ -55,8 +55,9 @@ func (e *OpenError) Unwrap() error { return e.Err }
 
 // Session is a running trace.
 type Session struct {
-	// Backend is the name of the backend that attached the functions.
-	Backend string
+	// Backend is the backend that attached the functions: the one whose
+	// programs run.
+	Backend Backend
 	// sel is what the patterns selected, and backend what attaches it.
 	sel     *selector.Selection
 	backend *backend.Backend
@@ -118,7 +119,7 @@ func Open(ctx context.Context, cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := open(ctx, cat, cfg, liveProbe)
+	s, err := open(ctx, cat, cfg, backend.LiveProbe)
 	if err != nil {
 		defer release()
 		if s == nil {
@@ -130,7 +131,7 @@ func Open(ctx context.Context, cfg Config) (*Session, error) {
 		return nil, &OpenError{Stats: statsOf(c), Err: publicError(err)}
 	}
 	s.release = release
-	s.Backend = s.backend.Name
+	s.Backend = Backend(s.backend.Name)
 	s.selection = sync.OnceValue(func() *Selection { return newSelection(s.sel, cfg.Capture) })
 	return s, nil
 }

@@ -39,9 +39,9 @@ func TestVerifiedInstructions(t *testing.T) {
 			continue
 		}
 		for name, cfg := range configs {
-			t.Run(b.Name+"/"+name, func(t *testing.T) {
-				cfg.Backend, cfg.RingBufferSize = b.Name, 1<<20
-				s, err := open(t.Context(), cat, cfg, liveProbe)
+			t.Run(string(b.Name)+"/"+name, func(t *testing.T) {
+				cfg.Backend, cfg.RingBufferSize = Backend(b.Name), 1<<20
+				s, err := open(t.Context(), cat, cfg, backend.LiveProbe)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -49,7 +49,7 @@ func ExampleNewMetrics() {
 		log.Fatal(err)
 	}
 	defer s.Close()
-	m, err := otlp.NewMetrics(ctx, s, otlp.Options{URL: "http://127.0.0.1:4318", Backend: s.Backend})
+	m, err := otlp.NewMetrics(ctx, s, otlp.Options{URL: "http://127.0.0.1:4318", Backend: string(s.Backend)})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -116,7 +116,7 @@ func attachOnce(ctx context.Context, cat *kernel.Catalogue, b string, patterns [
 		return r, err
 	}
 	start = time.Now()
-	s, err := trawl.Open(ctx, trawl.Config{Patterns: patterns, Backend: b, Progress: progress(b, start)})
+	s, err := trawl.Open(ctx, trawl.Config{Patterns: patterns, Backend: trawl.Backend(b), Progress: progress(b, start)})
 	r.open = time.Since(start)
 	if cerr := stopCPU(); err == nil && cerr != nil {
 		s.Close()

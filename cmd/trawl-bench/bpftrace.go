@@ -148,7 +148,7 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, names []str
 			return out
 		}
 		trawlRun := turns(column{0, "trawl fentry", func() (attachResult, error) {
-			return attachOnce(ctx, cat, trawl.BackendFentry, []string{patternFor(set)}, "")
+			return attachOnce(ctx, cat, string(trawl.BackendFentry), []string{patternFor(set)}, "")
 		}})[0]
 		var skipped []string
 		for reason, fns := range trawlRun.r.skipped {
@@ -159,11 +159,11 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, names []str
 		var autoBackend string
 		cols := []column{
 			{1, "trawl command", func() (attachResult, error) {
-				r, _, err := trawlCommandOnce(ctx, command, trawl.BackendFentry, attached, false)
+				r, _, err := trawlCommandOnce(ctx, command, string(trawl.BackendFentry), attached, false)
 				return r, err
 			}},
 			{2, "trawl command auto", func() (r attachResult, err error) {
-				r, autoBackend, err = trawlCommandOnce(ctx, command, trawl.BackendAuto, attached, false)
+				r, autoBackend, err = trawlCommandOnce(ctx, command, string(trawl.BackendAuto), attached, false)
 				return r, err
 			}},
 		}

@@ -131,7 +131,7 @@ func bufferRound(ctx context.Context, write func() error, b string, fn *kernel.F
 	if err != nil {
 		return err
 	}
-	sess, err := trawl.Open(ctx, trawl.Config{Patterns: []string{bufferFunc}, Backend: b})
+	sess, err := trawl.Open(ctx, trawl.Config{Patterns: []string{bufferFunc}, Backend: trawl.Backend(b)})
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ import (
 // floorBackends are the backends that attach every function with one
 // link (or one pair), whose open time the bench sets against creating the
 // same links for empty programs: the kernel's floor.
-var floorBackends = []string{trawl.BackendKprobeMulti, trawl.BackendKprobeSession, trawl.BackendTracingMulti}
+var floorBackends = []string{string(trawl.BackendKprobeMulti), string(trawl.BackendKprobeSession), string(trawl.BackendTracingMulti)}
 
 // emptyLinks loads empty programs of backend b's attach types and creates
 // b's links for them: kretprobe.multi and kprobe.multi, or kprobe.session,
@@ -37,7 +37,7 @@ var floorBackends = []string{trawl.BackendKprobeMulti, trawl.BackendKprobeSessio
 func emptyLinks(b string, addrs []uintptr, ids map[string][]btf.TypeID) ([]io.Closer, error) {
 	opts := link.KprobeMultiOptions{Addresses: addrs}
 	switch b {
-	case trawl.BackendKprobeMulti:
+	case string(trawl.BackendKprobeMulti):
 		ret := true
 		return attachEmpty("", func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
 			if ret {
@@ -46,12 +46,12 @@ func emptyLinks(b string, addrs []uintptr, ids map[string][]btf.TypeID) ([]io.Cl
 			}
 			return link.KprobeMulti(p, opts)
 		}, ebpf.Kprobe, ebpf.AttachTraceKprobeMulti, ebpf.AttachTraceKprobeMulti)
-	case trawl.BackendKprobeSession:
+	case string(trawl.BackendKprobeSession):
 		opts.Session = true
 		return attachEmpty("", func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
 			return link.KprobeMulti(p, opts)
 		}, ebpf.Kprobe, ebpf.AttachTraceKprobeSession)
-	case trawl.BackendTracingMulti:
+	case string(trawl.BackendTracingMulti):
 		var closers []io.Closer
 		for _, module := range slices.Sorted(maps.Keys(ids)) {
 			var h *btf.Handle
@@ -94,7 +94,7 @@ func floorTargets(b string, sel []*kernel.Function, skipped map[string][]string)
 		if left[fn.Name] {
 			continue
 		}
-		if b == trawl.BackendTracingMulti {
+		if b == string(trawl.BackendTracingMulti) {
 			if fn.BTFID != 0 {
 				ids[fn.Module] = append(ids[fn.Module], fn.BTFID)
 				funcs++

@@ -46,7 +46,14 @@ import (
 
 // allBackends are the backends measured by default, in table order: every
 // one but auto. Backends the running kernel lacks show as "not supported".
-var allBackends = slices.DeleteFunc(slices.Clone(trawl.Backends), func(b string) bool { return b == trawl.BackendAuto })
+var allBackends = func() (names []string) {
+	for _, b := range trawl.Backends {
+		if b != trawl.BackendAuto {
+			names = append(names, string(b))
+		}
+	}
+	return names
+}()
 
 // options are the command's flags.
 type options struct {
@@ -139,7 +146,7 @@ func run(ctx context.Context, o options) error {
 		if err := benchAttach(ctx, cat, o.backends, names, ns, o.budget, o.profileDir, o.floorRounds); err != nil {
 			return err
 		}
-		if !o.skipVs && slices.Contains(o.backends, trawl.BackendFentry) {
+		if !o.skipVs && slices.Contains(o.backends, string(trawl.BackendFentry)) {
 			if o.vsRounds < 1 {
 				return fmt.Errorf("-bpftrace-rounds must be at least 1, not %d", o.vsRounds)
 			}

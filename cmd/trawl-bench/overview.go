@@ -198,7 +198,7 @@ func overviewTrawl(ctx context.Context, loops, rounds int) (overviewResult, stri
 	}
 	r.what = fmt.Sprintf("%d functions (%s), %d calls counted, %d dropped, %d recursion misses", st.Attached, s.Backend, st.Counted, st.Drops, misses)
 	fmt.Fprintf(os.Stderr, "trawl-bench: overview: trawl attached in %s, workload %s\n", round(r.attach), round(r.run))
-	return r, s.Backend, st.Skipped
+	return r, string(s.Backend), st.Skipped
 }
 
 // overviewFloor times the workload under empty programs of backend b's

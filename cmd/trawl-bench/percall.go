@@ -38,12 +38,12 @@ var returnZero = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
 // empties attach, for a backend, empty programs of the same attach types
 // to a function, given its name, addresses and BTF id.
 var empties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
-	trawl.BackendFentry: func(fn *kernel.Function) ([]io.Closer, error) {
+	string(trawl.BackendFentry): func(fn *kernel.Function) ([]io.Closer, error) {
 		return attachEmpty(fn.Name, func(p *ebpf.Program, t ebpf.AttachType) (link.Link, error) {
 			return link.AttachTracing(link.TracingOptions{Program: p, AttachType: t})
 		}, ebpf.Tracing, ebpf.AttachTraceFExit, ebpf.AttachTraceFEntry)
 	},
-	trawl.BackendKprobeMulti: func(fn *kernel.Function) ([]io.Closer, error) {
+	string(trawl.BackendKprobeMulti): func(fn *kernel.Function) ([]io.Closer, error) {
 		opts := kprobeOptions(fn)
 		ret := true
 		return attachEmpty(fn.Name, func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
@@ -54,7 +54,7 @@ var empties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
 			return link.KprobeMulti(p, opts)
 		}, ebpf.Kprobe, ebpf.AttachTraceKprobeMulti, ebpf.AttachTraceKprobeMulti)
 	},
-	trawl.BackendKprobe: func(fn *kernel.Function) ([]io.Closer, error) {
+	string(trawl.BackendKprobe): func(fn *kernel.Function) ([]io.Closer, error) {
 		ret := true
 		return attachEmpty(fn.Name, func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
 			if ret {
@@ -64,7 +64,7 @@ var empties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
 			return link.Kprobe(fn.Name, p, nil)
 		}, ebpf.Kprobe, ebpf.AttachNone, ebpf.AttachNone)
 	},
-	trawl.BackendKprobeSession: func(fn *kernel.Function) ([]io.Closer, error) {
+	string(trawl.BackendKprobeSession): func(fn *kernel.Function) ([]io.Closer, error) {
 		opts := kprobeOptions(fn)
 		opts.Session = true
 		return attachEmpty(fn.Name, func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
@@ -72,12 +72,12 @@ var empties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
 		}, ebpf.Kprobe, ebpf.AttachTraceKprobeSession)
 	},
 	// An fsession program returning 0 runs at exit too, as trawl's does.
-	trawl.BackendFsession: func(fn *kernel.Function) ([]io.Closer, error) {
+	string(trawl.BackendFsession): func(fn *kernel.Function) ([]io.Closer, error) {
 		return attachRaw(rawbpf.TracingSpec{AttachType: rawbpf.AttachTraceFSession, AttachBTFID: fn.BTFID}, func(p *ebpf.Program) (link.Link, error) {
 			return rawbpf.AttachTracing(p, rawbpf.AttachTraceFSession, 0)
 		})
 	},
-	trawl.BackendTracingMulti: func(fn *kernel.Function) ([]io.Closer, error) {
+	string(trawl.BackendTracingMulti): func(fn *kernel.Function) ([]io.Closer, error) {
 		return attachRaw(rawbpf.TracingSpec{AttachType: rawbpf.AttachTraceFSessionMulti}, func(p *ebpf.Program) (link.Link, error) {
 			return rawbpf.AttachTracingMulti(p, rawbpf.AttachTraceFSessionMulti, []btf.TypeID{fn.BTFID}, nil)
 		})
@@ -88,15 +88,15 @@ var empties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
 // empty programs of the attach types it then uses: fsession attaches an
 // fentry and an fexit program with --entry.
 var gatedEmpties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
-	trawl.BackendFsession: empties[trawl.BackendFentry],
+	string(trawl.BackendFsession): empties[string(trawl.BackendFentry)],
 }
 
 // floorProgs are, per backend, the programs of internal/bpf/floor.c that
 // do the least a tracer of that kind must do to report a call: exit first,
 // as trawl attaches.
 var floorProgs = map[string][]string{
-	trawl.BackendFentry:      {bpf.FloorProgFloorFexit, bpf.FloorProgFloorFentry},
-	trawl.BackendKprobeMulti: {bpf.FloorProgFloorKretprobe, bpf.FloorProgFloorKprobe},
+	string(trawl.BackendFentry):      {bpf.FloorProgFloorFexit, bpf.FloorProgFloorFentry},
+	string(trawl.BackendKprobeMulti): {bpf.FloorProgFloorKretprobe, bpf.FloorProgFloorKprobe},
 }
 
 // statsFloorProgs are, per backend, the programs of internal/bpf/floor.c
@@ -104,11 +104,11 @@ var floorProgs = map[string][]string{
 // the kernel (the stats floor), in the same order. tracing-multi attaches
 // the fsession program with a tracing_multi link, as trawl does.
 var statsFloorProgs = map[string][]string{
-	trawl.BackendFentry:        {bpf.FloorProgFloorStatsFexit, bpf.FloorProgFloorFentry},
-	trawl.BackendKprobeMulti:   {bpf.FloorProgFloorStatsKretprobe, bpf.FloorProgFloorKprobe},
-	trawl.BackendKprobeSession: {bpf.FloorProgFloorStatsKsession},
-	trawl.BackendFsession:      {bpf.FloorProgFloorStatsFsession},
-	trawl.BackendTracingMulti:  {bpf.FloorProgFloorStatsFsession},
+	string(trawl.BackendFentry):        {bpf.FloorProgFloorStatsFexit, bpf.FloorProgFloorFentry},
+	string(trawl.BackendKprobeMulti):   {bpf.FloorProgFloorStatsKretprobe, bpf.FloorProgFloorKprobe},
+	string(trawl.BackendKprobeSession): {bpf.FloorProgFloorStatsKsession},
+	string(trawl.BackendFsession):      {bpf.FloorProgFloorStatsFsession},
+	string(trawl.BackendTracingMulti):  {bpf.FloorProgFloorStatsFsession},
 }
 
 // attachFloor loads and attaches the floor programs names of backend b to
@@ -214,7 +214,7 @@ func attachFsessionFloor(b string, ps *ebpf.ProgramSpec, maps map[string]*ebpf.M
 		return nil, err
 	}
 	spec := rawbpf.TracingSpec{Name: "floor_stats", AttachType: rawbpf.AttachTraceFSession, AttachBTFID: fn.BTFID, Instructions: insns, License: "GPL"}
-	if b == trawl.BackendTracingMulti {
+	if b == string(trawl.BackendTracingMulti) {
 		spec.AttachType, spec.AttachBTFID = rawbpf.AttachTraceFSessionMulti, 0
 	}
 	p, err := rawbpf.LoadTracing(&spec)
@@ -222,7 +222,7 @@ func attachFsessionFloor(b string, ps *ebpf.ProgramSpec, maps map[string]*ebpf.M
 		return nil, fmt.Errorf("load the floor program %s: %w", ps.Name, err)
 	}
 	var l link.Link
-	if b == trawl.BackendTracingMulti {
+	if b == string(trawl.BackendTracingMulti) {
 		l, err = rawbpf.AttachTracingMulti(p, rawbpf.AttachTraceFSessionMulti, []btf.TypeID{fn.BTFID}, nil)
 	} else {
 		l, err = rawbpf.AttachTracing(p, rawbpf.AttachTraceFSession, 0)
@@ -625,11 +625,11 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 	}
 
 	captured := func(sess *trawl.Session) error { return checkCaptured(sess, calls(n)) }
-	tr, err := measureTrawl(ctx, trig, trawl.Config{Backend: b}, n, captured)
+	tr, err := measureTrawl(ctx, trig, trawl.Config{Backend: trawl.Backend(b)}, n, captured)
 	if err != nil {
 		return err
 	}
-	gated, err := measureTrawl(ctx, trig, trawl.Config{Backend: b, Entries: []string{gateEntry}}, n,
+	gated, err := measureTrawl(ctx, trig, trawl.Config{Backend: trawl.Backend(b), Entries: []string{gateEntry}}, n,
 		func(sess *trawl.Session) error { return checkOutside(sess, calls(n)) })
 	if err != nil {
 		return fmt.Errorf("--entry: %w", err)
@@ -647,7 +647,7 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 			return err
 		}
 	}
-	stack, err := measureTrawl(ctx, trig, trawl.Config{Backend: b, Stack: true}, n, func(sess *trawl.Session) error {
+	stack, err := measureTrawl(ctx, trig, trawl.Config{Backend: trawl.Backend(b), Stack: true}, n, func(sess *trawl.Session) error {
 		if st, err := sess.Stats(); err != nil || st.MissStack != 0 {
 			return fmt.Errorf("%d calls without their stack (%v)", st.MissStack, err)
 		}
@@ -656,18 +656,18 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 	if err != nil {
 		return fmt.Errorf("--stack: %w", err)
 	}
-	untracked, err := measureTrawl(ctx, trig, trawl.Config{Patterns: []string{trackFunc}, Backend: b, Track: trackType, Comm: untrackedComm}, n,
+	untracked, err := measureTrawl(ctx, trig, trawl.Config{Patterns: []string{trackFunc}, Backend: trawl.Backend(b), Track: trackType, Comm: untrackedComm}, n,
 		func(sess *trawl.Session) error { return checkUntracked(sess, calls(n)) })
 	if err != nil {
 		return fmt.Errorf("--track: %w", err)
 	}
-	filtered, err := measureTrawl(ctx, trig, trawl.Config{Patterns: []string{trackFunc}, Backend: b, Comm: untrackedComm}, n,
+	filtered, err := measureTrawl(ctx, trig, trawl.Config{Patterns: []string{trackFunc}, Backend: trawl.Backend(b), Comm: untrackedComm}, n,
 		func(sess *trawl.Session) error { return checkUntracked(sess, calls(n)) })
 	if err != nil {
 		return fmt.Errorf("--comm: %w", err)
 	}
 
-	sess, err := trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: b, Aggregate: true})
+	sess, err := trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: trawl.Backend(b), Aggregate: true})
 	if err != nil {
 		return err
 	}
@@ -700,7 +700,7 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 		s.statsFloor = append(s.statsFloor, statsFloor)
 	}
 
-	sess, err = trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: b, Show: []string{showExpr}})
+	sess, err = trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: trawl.Backend(b), Show: []string{showExpr}})
 	if err != nil {
 		return err
 	}

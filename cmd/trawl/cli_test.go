@@ -246,7 +246,7 @@ func TestCompletion(t *testing.T) {
 		{list("nosuch"), nil, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"__complete", "--format", ""}, formats, cobra.ShellCompDirectiveNoFileComp},
 		// The shell keeps the values that start with the word.
-		{[]string{"__complete", "-b", "kprobe-"}, trawl.Backends, cobra.ShellCompDirectiveNoFileComp},
+		{[]string{"__complete", "-b", "kprobe-"}, backends, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"__complete", "--sort", "p"}, render.SortColumns, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"__complete", "--color", ""}, colors, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"__complete", "vfs_read", "--", "l"}, nil, cobra.ShellCompDirectiveDefault},

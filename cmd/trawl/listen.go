@@ -43,7 +43,7 @@ func listenMetrics(addr string) (net.Listener, error) {
 func serveMetrics(ln net.Listener, s *trawl.Session, f *traceFlags, stopped func() bool, notices io.Writer) func() {
 	var uts unix.Utsname
 	unix.Uname(&uts)
-	c := metrics.NewCollector(s, metrics.Options{MaxSeries: f.maxSeries, Backend: s.Backend, Kernel: unix.ByteSliceToString(uts.Release[:])})
+	c := metrics.NewCollector(s, metrics.Options{MaxSeries: f.maxSeries, Backend: string(s.Backend), Kernel: unix.ByteSliceToString(uts.Release[:])})
 	srv := &http.Server{
 		Handler: metrics.Handler(c, metrics.HandlerOptions{Pprof: f.pprof, Health: func() error {
 			if stopped() {

@@ -36,7 +36,7 @@ type otlpOutput struct {
 // wrapOTLP adds the --otlp export to r (nil: no output of its own).
 func (f *traceFlags) wrapOTLP(ctx context.Context, r render.Renderer, s *trawl.Session, wall int64, notices io.Writer) (render.Renderer, error) {
 	quietOTel()
-	opts := otlp.Options{URL: f.otlp, WallOffset: wall, MaxSeries: f.maxSeries, Backend: s.Backend, Interval: f.interval}
+	opts := otlp.Options{URL: f.otlp, WallOffset: wall, MaxSeries: f.maxSeries, Backend: string(s.Backend), Interval: f.interval}
 	o := &otlpOutput{inner: r, ctx: ctx}
 	var err error
 	if f.outputFormat() == formatStats {

@@ -51,9 +51,9 @@ func TestSoak(t *testing.T) {
 	guest.Require(t)
 	what, d := soakSize()
 	backend := ""
-	for _, b := range []string{trawl.BackendKprobeSession, trawl.BackendKprobeMulti} {
+	for _, b := range []trawl.Backend{trawl.BackendKprobeSession, trawl.BackendKprobeMulti} {
 		if _, _, err := trawl.ChooseBackend(trawl.Config{Patterns: []string{"vfs_read"}, Backend: b}); err == nil {
-			backend = b
+			backend = string(b)
 			break
 		} else {
 			t.Logf("%s: %v", b, err)

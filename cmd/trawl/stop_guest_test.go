@@ -174,16 +174,16 @@ const (
 // tested again under emulation.
 func backendsHere(t *testing.T) []string {
 	var have []string
-	for _, b := range trawl.Backends[1:] {
-		if _, _, err := trawl.ChooseBackend(trawl.Config{Patterns: []string{hotFunc}, Backend: b}); err != nil {
+	for _, b := range backends[1:] {
+		if _, _, err := trawl.ChooseBackend(trawl.Config{Patterns: []string{hotFunc}, Backend: trawl.Backend(b)}); err != nil {
 			t.Logf("%s: skipped on %s: %v", b, guest.Kernel(), err)
 			continue
 		}
 		have = append(have, b)
 	}
 	for old, newer := range map[string][]string{
-		trawl.BackendFentry: {trawl.BackendFsession, trawl.BackendTracingMulti},
-		trawl.BackendKprobe: {trawl.BackendKprobeMulti, trawl.BackendKprobeSession},
+		string(trawl.BackendFentry): {string(trawl.BackendFsession), string(trawl.BackendTracingMulti)},
+		string(trawl.BackendKprobe): {string(trawl.BackendKprobeMulti), string(trawl.BackendKprobeSession)},
 	} {
 		if slices.Contains(have, old) && slices.ContainsFunc(newer, func(b string) bool { return slices.Contains(have, b) }) {
 			t.Logf("%s: skipped on %s, which has %v: tested where it is the best of its family", old, guest.Kernel(), newer)
@@ -201,8 +201,8 @@ func onePerFamily(t *testing.T) []string {
 	have := backendsHere(t)
 	var pick []string
 	for _, family := range [][]string{
-		{trawl.BackendTracingMulti, trawl.BackendFsession, trawl.BackendFentry},
-		{trawl.BackendKprobeSession, trawl.BackendKprobeMulti, trawl.BackendKprobe},
+		{string(trawl.BackendTracingMulti), string(trawl.BackendFsession), string(trawl.BackendFentry)},
+		{string(trawl.BackendKprobeSession), string(trawl.BackendKprobeMulti), string(trawl.BackendKprobe)},
 	} {
 		for _, b := range family {
 			if slices.Contains(have, b) {
@@ -493,7 +493,7 @@ func TestStopDuringAttach(t *testing.T) {
 		t.Logf("%s: %v", b, err)
 		b = trawl.BackendKprobe
 	}
-	cmd := trawlCmd("--backend", b, "vfs_*")
+	cmd := trawlCmd("--backend", string(b), "vfs_*")
 	var errOut syncBuffer
 	cmd.Stderr = &errOut
 	if err := cmd.Start(); err != nil {

@@ -84,6 +84,13 @@ const (
 var (
 	formats = []string{formatText, formatTree, formatJSON, formatPerfetto, formatChromeJSON, formatStats}
 	colors  = []string{"auto", "always", "never"}
+	// backends are the values of --backend: trawl.Backends.
+	backends = func() (names []string) {
+		for _, b := range trawl.Backends {
+			names = append(names, string(b))
+		}
+		return names
+	}()
 )
 
 // register defines the flags on the tracing command, with the completion
@@ -97,7 +104,7 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.cgroup, "cgroup", "", "trace only tasks in the cgroup v2 directory `PATH` and its descendants")
 	fs.BoolVar(&f.cgroupExact, "cgroup-exact", false, "with --cgroup, trace only tasks in that cgroup, not in its descendants")
 	fs.BoolVar(&f.workload, "workload", false, "trace trawl's small built-in workload (files, pipes, loopback TCP) as the command")
-	fs.StringVarP(&f.backend, "backend", "b", trawl.BackendAuto, "attach with `BACKEND`: "+strings.Join(trawl.Backends, ", ")+" (trawl features PATTERN... shows what auto picks)")
+	fs.StringVarP(&f.backend, "backend", "b", string(trawl.BackendAuto), "attach with `BACKEND`: "+strings.Join(backends, ", ")+" (trawl features PATTERN... shows what auto picks)")
 	fs.DurationVarP(&f.duration, "duration", "d", 0, "stop `D` after tracing begins, e.g. 10s (default: at Ctrl-C, or when the command exits)")
 	// Which calls to keep.
 	fs.DurationVar(&f.minDur, "min-duration", 0, "show only calls that take at least `D` (e.g. 1ms)")
@@ -135,7 +142,7 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.Var(&f.ringBuffer, "ring-buffer-size", "size of the ring buffer the calls go through: a power of two number of pages, in bytes, or with K, M or G")
 	fs.BoolVar(&f.version, "version", false, "print trawl's version, commit, Go release and BPF program hash, and exit")
 
-	for name, values := range map[string][]string{"backend": trawl.Backends, "format": formats, "sort": render.SortColumns, "color": colors} {
+	for name, values := range map[string][]string{"backend": backends, "format": formats, "sort": render.SortColumns, "color": colors} {
 		cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
 	}
 	cmd.RegisterFlagCompletionFunc("hist", completeFunctions)
@@ -409,7 +416,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 // config describes the trace the flags ask for; the command's process
 // and notices are added once they exist.
 func (f *traceFlags) config(patterns []string) trawl.Config {
-	cfg := trawl.Config{Patterns: patterns, Entries: f.entries, Stack: f.stack, Backend: f.backend, PIDs: f.pids, Comm: f.comm, Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
+	cfg := trawl.Config{Patterns: patterns, Entries: f.entries, Stack: f.stack, Backend: trawl.Backend(f.backend), PIDs: f.pids, Comm: f.comm, Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
 	cfg.Decode.Depth, cfg.Decode.MaxBytes, cfg.Decode.Full = f.depth, f.maxBytes, f.full
 	cfg.Capture.BufferBytes, cfg.Capture.Buffers = f.maxBytes, f.buffers
 	cfg.Capture.Depth, cfg.Capture.CallBytes = max(f.depth-1, 0), f.callBytes

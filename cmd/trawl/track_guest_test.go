@@ -130,7 +130,7 @@ var trackLine = regexp.MustCompile(`trawl: --track: (\d+) journeys, (\d+) object
 func trackBackends(t *testing.T) []string {
 	var bs []string
 	for _, b := range backendsHere(t) {
-		if b == trawl.BackendKprobeMulti || b == trawl.BackendKprobeSession {
+		if trawl.Backend(b) == trawl.BackendKprobeMulti || trawl.Backend(b) == trawl.BackendKprobeSession {
 			bs = append(bs, b)
 		}
 	}

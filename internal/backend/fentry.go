@@ -26,6 +26,9 @@ import (
 // than it uses a CPU, so many loads overlap well even on two cores.
 const fentryParallel = 32
 
+// NameFentry names Fentry.
+const NameFentry Name = "fentry"
+
 // Fentry loads one fentry and one fexit program per target, each a copy
 // of the capture program sharing maps, in parallel. From 5.17 they read
 // the arguments with bpf_get_func_arg and know their function by the
@@ -36,7 +39,7 @@ const fentryParallel = 32
 // vmlinux BTF again for every program to find its attach target, four
 // fifths of each load (docs/benchmarks.md, "One program per function").
 var Fentry = register(&Backend{
-	Name:   "fentry",
+	Name:   NameFentry,
 	Needs:  features.Fentry,
 	Family: plan.Trampoline,
 	Attach: attachFentry,

@@ -17,6 +17,9 @@ import (
 	"github.com/trawl-dev/trawl/internal/plan"
 )
 
+// NameFsession names Fsession.
+const NameFsession Name = "fsession"
+
 // Fsession loads one fsession program per target (7.0), a copy of the
 // capture program sharing maps with the target's capture count spliced
 // in, in parallel as Fentry does. One program runs at entry
@@ -24,26 +27,21 @@ import (
 // function where fentry costs two. The programs go through rawbpf; one
 // of a function in a module is loaded against the module's BTF.
 //
-// With --entry it attaches an fexit and an fentry program per function, as
-// Fentry does: the kernel runs an fsession program's exit whatever its
-// entry did, so a call the gate leaves out would run the whole program a
-// second time, where the fexit program returns at once. tracing-multi
-// cannot do the same (docs/benchmarks.md, "The --entry gate").
+// With --entry, Fentry attaches in its place (Choose says so): the kernel
+// runs an fsession program's exit whatever its entry did, so a call the
+// gate leaves out would run the whole program a second time, where the
+// fexit program returns at once. tracing-multi cannot do the same
+// (docs/benchmarks.md, "The --entry gate").
 var Fsession = register(&Backend{
-	Name:      "fsession",
+	Name:      NameFsession,
 	Needs:     features.Fsession,
 	Family:    plan.Trampoline,
 	Attach:    attachFsession,
 	cost:      &fsessionCost,
-	gatedCost: &fentryCost,
+	withEntry: Fentry,
 })
 
 func attachFsession(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
-	if gated, err := entryGate(c.Spec); err != nil {
-		return nil, fmt.Errorf("fsession: %w", err)
-	} else if gated {
-		return attachFentry(ctx, c, targets, progress)
-	}
 	insns, err := RawInstructions(c.Spec.Programs[bpf.CaptureProgFsessionCapture], c.Collection.Maps)
 	if err != nil {
 		return nil, fmt.Errorf("fsession: %w", err)

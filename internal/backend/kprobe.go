@@ -15,6 +15,9 @@ import (
 	"github.com/trawl-dev/trawl/internal/plan"
 )
 
+// NameKprobe names Kprobe.
+const NameKprobe Name = "kprobe"
+
 // Kprobe attaches a classic kprobe and kretprobe (perf events) to each
 // target, for kernels without kprobe.multi (before 5.18; arm64 before
 // 6.14, where 5.10-5.19 have no trampolines either). Before 5.15 no attach
@@ -24,7 +27,7 @@ import (
 // attached in parallel as fentry does, and refused past half the
 // available memory in the same way.
 var Kprobe = register(&Backend{
-	Name:   "kprobe",
+	Name:   NameKprobe,
 	Needs:  features.Kprobe,
 	Family: plan.Kprobe,
 	Attach: attachKprobe,

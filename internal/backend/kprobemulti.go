@@ -35,13 +35,16 @@ func fillAddresses(coll *ebpf.Collection, targets []Target) error {
 // (MAX_KPROBE_MULTI_CNT).
 const maxBatch = 1 << 20
 
+// NameKprobeMulti names KprobeMulti.
+const NameKprobeMulti Name = "kprobe-multi"
+
 // KprobeMulti attaches the entry and exit programs to every address of the
 // targets with kprobe.multi and kretprobe.multi links (5.18), cookie = plan
 // index. A batch that fails is halved until the failing addresses are
 // found and skipped; ENOMEM, seen on 6.7-6.11 for large batches, also
 // halves it.
 var KprobeMulti = register(&Backend{
-	Name:    "kprobe-multi",
+	Name:    NameKprobeMulti,
 	Needs:   features.KprobeMulti,
 	Family:  plan.Kprobe,
 	Keeps:   []string{bpf.CaptureProgKprobeCapture, bpf.CaptureProgKretprobeCapture},
@@ -69,12 +72,15 @@ func attachKprobeMulti(ctx context.Context, c Capture, targets []Target, progres
 	})
 }
 
+// NameKprobeSession names KprobeSession.
+const NameKprobeSession Name = "kprobe-session"
+
 // KprobeSession attaches a kprobe.session program to every address of the
 // targets with kprobe.session links (6.10), cookie = plan index, batches
 // halved on failure as in KprobeMulti. One program runs at entry and exit
 // of each call; the kernel runs the exit only when the entry returned 0.
 var KprobeSession = register(&Backend{
-	Name:   "kprobe-session",
+	Name:   NameKprobeSession,
 	Needs:  features.KprobeSession,
 	Family: plan.Kprobe,
 	Keeps:  []string{bpf.CaptureProgKprobeSessionCapture},

@@ -8,7 +8,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
-	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/kernel/rawbpf"
 )
 
@@ -57,18 +56,4 @@ func RawInstructions(ps *ebpf.ProgramSpec, maps map[string]*ebpf.Map) (asm.Instr
 		return nil, err
 	}
 	return insns, nil
-}
-
-// entryGate says whether the capture program traces with --entry (its
-// entry_gate constant set; the lean build has none).
-func entryGate(spec *ebpf.CollectionSpec) (bool, error) {
-	v, ok := spec.Variables[bpf.CaptureVarEntryGate]
-	if !ok {
-		return false, nil
-	}
-	var gate uint32
-	if err := v.Get(&gate); err != nil {
-		return false, fmt.Errorf("read %s: %w", bpf.CaptureVarEntryGate, err)
-	}
-	return gate != 0, nil
 }

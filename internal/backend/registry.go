@@ -14,11 +14,15 @@ import (
 	"github.com/trawl-dev/trawl/internal/plan"
 )
 
+// Name is the name users choose a backend by; each backend's file
+// declares its own.
+type Name string
+
 // Backend is one way to attach the capture program. Each backend's file
 // declares its entry with register, so adding a backend touches one file.
 type Backend struct {
 	// Name is the name users choose the backend by.
-	Name string
+	Name Name
 	// Needs probes the kernel feature the backend needs (see
 	// internal/kernel/features): nil when the running kernel has it.
 	Needs func() error
@@ -41,28 +45,26 @@ type Backend struct {
 	Attach func(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error)
 
 	// cost is what each function holds with a backend that loads
-	// programs per function, nil for those attaching one link for all;
-	// gatedCost, if set, with --entry.
-	cost, gatedCost *perFunction
+	// programs per function, nil for those attaching one link for all.
+	cost *perFunction
+	// withEntry, if set, is the backend whose programs run in this one's
+	// place with --entry (see Choose).
+	withEntry *Backend
 }
 
 // Fits fails with ErrNotEnoughMemory when n functions attached with b
-// (with --entry when gated) would take more than half of the machine's
-// available memory (see checkMemory). Checked before anything is planned
-// or loaded, so that a selection too large is refused at once.
-func (b *Backend) Fits(n int, gated bool) error {
-	cost := b.cost
-	if gated && b.gatedCost != nil {
-		cost = b.gatedCost
-	}
-	if cost == nil {
+// would take more than half of the machine's available memory (see
+// checkMemory). Checked before anything is planned or loaded, so that a
+// selection too large is refused at once.
+func (b *Backend) Fits(n int) error {
+	if b.cost == nil {
 		return nil
 	}
 	mem, err := kernel.MemInfo()
 	if err != nil {
 		return fmt.Errorf("read the available memory: %w", err)
 	}
-	return checkMemory(n, *cost, mem["MemAvailable"])
+	return checkMemory(n, *b.cost, mem["MemAvailable"])
 }
 
 // Capture is the capture program as a backend attaches it: its spec, from
@@ -87,7 +89,7 @@ func All() []*Backend {
 }
 
 // Find returns the backend of that name, or nil.
-func Find(name string) *Backend {
+func Find(name Name) *Backend {
 	for _, b := range all {
 		if b.Name == name {
 			return b

@@ -18,6 +18,9 @@ import (
 	"github.com/trawl-dev/trawl/internal/plan"
 )
 
+// NameTracingMulti names TracingMulti.
+const NameTracingMulti Name = "tracing-multi"
+
 // TracingMulti loads the capture program as fsession.multi and attaches
 // it to every target with one tracing_multi link (7.2, x86-64), by BTF
 // id, cookie = plan index: once for vmlinux, and once per module whose
@@ -25,7 +28,7 @@ import (
 // link takes. The kernel attaches a link's functions all or none: a link
 // that fails is halved until the failing functions are found and skipped.
 var TracingMulti = register(&Backend{
-	Name:   "tracing-multi",
+	Name:   NameTracingMulti,
 	Needs:  features.TracingMulti,
 	Family: plan.Trampoline,
 	Attach: attachTracingMulti,

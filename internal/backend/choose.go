@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/cilium/ebpf"
+)
+
+// Auto is the name that lets Choose pick the backend.
+const Auto Name = "auto"
+
+// Names lists the names Choose takes, Auto first, then the backends by
+// name.
+func Names() []Name {
+	names := []Name{Auto}
+	for _, b := range All() {
+		names = append(names, b.Name)
+	}
+	return names
+}
+
+// autoTrampolineMax is the largest selection auto attaches with one
+// trampoline program per function (fsession or fentry) when the kernel
+// has a kprobe link for all of them at once; see Choose.
+const autoTrampolineMax = 20
+
+// autoSessionMax is the largest selection auto attaches with fsession
+// rather than a tracing_multi link, whose creation has a fixed cost: in
+// the amd64-7.3 guest, one function took 1.6 s with tracing-multi and
+// 0.16 s with fsession, fifteen 1.76 s and 2.2 s.
+const autoSessionMax = 8
+
+// entryCase says for which traces a rule of auto holds: with --entry
+// (gated), without, or both.
+type entryCase int
+
+const (
+	anyEntry entryCase = iota
+	withoutEntry
+	withEntry
+)
+
+// rule is one step of auto's ranking.
+type rule struct {
+	// max is the largest selection the rule takes, 0 for any.
+	max int
+	// entry says whether the rule holds with --entry, without, or both.
+	entry entryCase
+	// backend is picked when the rule holds and the kernel has it.
+	backend *Backend
+	// why is the reason given, a format of the number of functions
+	// (%[1]d), autoSessionMax (%[2]d) and autoTrampolineMax (%[3]d).
+	why string
+}
+
+// autoRules rank the backends for Auto: the first rule that holds for the
+// selection and whose backend the kernel has picks. Choose says why they
+// are in this order. fsession is passed over with --entry, where fentry's
+// programs run in its place (see Fsession), so that fentry names them.
+var autoRules = []rule{
+	{autoSessionMax, withoutEntry, Fsession, "%[1]d functions (at most %[2]d): one fsession trampoline program each, faster to attach than a tracing_multi link"},
+	{autoSessionMax, withEntry, Fentry, "%[1]d functions (at most %[2]d) with --entry: one fentry and one fexit program each, faster to attach than a tracing_multi link"},
+	{0, anyEntry, TracingMulti, "one program and one tracing_multi link for all %[1]d functions, trampoline cost per call"},
+	{autoTrampolineMax, withoutEntry, Fsession, "%[1]d functions (at most %[3]d): one fsession trampoline program each"},
+	{autoTrampolineMax, anyEntry, Fentry, "%[1]d functions (at most %[3]d): one fentry and one fexit program each"},
+	{0, anyEntry, KprobeSession, "%[1]d functions (more than %[3]d): one kprobe.session program and link for all"},
+	{0, anyEntry, KprobeMulti, "%[1]d functions (more than %[3]d): one kprobe.multi and one kretprobe.multi link for all"},
+	{0, withoutEntry, Fsession, "%[1]d functions: no kprobe.multi on this kernel, so one fsession program each"},
+	{0, anyEntry, Fentry, "%[1]d functions: no kprobe.multi on this kernel, so one fentry and one fexit program each"},
+	{0, anyEntry, Kprobe, "%[1]d functions: neither kprobe.multi nor fentry on this kernel, so one kprobe and one kretprobe each"},
+}
+
+// holds reports whether r takes a selection of n functions, with --entry
+// when gated.
+func (r rule) holds(n int, gated bool) bool {
+	if r.max > 0 && n > r.max {
+		return false
+	}
+	switch r.entry {
+	case withoutEntry:
+		return !gated
+	case withEntry:
+		return gated
+	}
+	return true
+}
+
+// Probe says whether the running kernel has what a backend needs: nil if
+// it has. LiveProbe asks the kernel; tests make up kernels.
+type Probe func(*Backend) error
+
+// LiveProbe probes the running kernel for the backend's feature.
+func LiveProbe(b *Backend) error { return b.Needs() }
+
+// Choose returns the backend named name for a selection of n functions,
+// checked with probe, and why. For Auto it weighs attach cost, which grows with the
+// number of functions N, against per-call cost (measured numbers in the
+// README, "Choosing a backend"), by autoRules:
+//
+//   - For N <= 8, fsession (7.0): one load per function, in parallel,
+//     which attaches a few functions faster than a tracing_multi link.
+//   - tracing-multi (7.2, x86-64): one verifier run and one link (one per
+//     module) for any N, and trampoline per-call cost, the lowest there is.
+//   - For N <= 20, one trampoline program per function: fsession (7.0;
+//     one load per function, exact pairing), else fentry/fexit (two
+//     loads). The loads run in parallel and take well under a second.
+//   - For larger N, a kprobe link for all functions at once: kprobe.session
+//     (6.10; one program, no exit run for filtered entries), else
+//     kprobe.multi (5.18). Attaching stays about constant in N, while
+//     per-function trampoline loads grow linearly.
+//   - Without either, fsession or fentry, else (before 5.17 without
+//     trampolines' argument helpers, arm64 before 6.0) a classic kprobe
+//     and kretprobe per function, for as many functions as half the
+//     available memory holds (ErrNotEnoughMemory).
+//   - With --entry (gated), fentry instead of fsession, which then
+//     attaches fentry's programs: an fsession exit runs for every call,
+//     fentry's returns at once for a call outside every entry call.
+//
+// A backend named with --entry whose programs another's replace then
+// (fsession) gives that other one, so that the backend returned always
+// names the programs that run.
+func Choose(name Name, n int, gated bool, probe Probe) (*Backend, string, error) {
+	if name == Auto || name == "" {
+		b, why := auto(n, gated, probe)
+		if b == nil {
+			return nil, "", noBackend(probe)
+		}
+		return b, why, nil
+	}
+	b := Find(name)
+	if b == nil {
+		names := make([]string, 0, len(all)+1)
+		for _, n := range Names() {
+			names = append(names, string(n))
+		}
+		return nil, "", fmt.Errorf("unknown backend %q (want %s)", name, strings.Join(names, ", "))
+	}
+	if err := probe(b); err != nil {
+		return nil, "", fmt.Errorf("%s backend: %w", name, err)
+	}
+	if gated && b.withEntry != nil {
+		if err := probe(b.withEntry); err != nil {
+			return nil, "", fmt.Errorf("%s backend with --entry, which runs %s's programs: %w", name, b.withEntry.Name, err)
+		}
+		return b.withEntry, fmt.Sprintf("chosen by the caller: %s with --entry runs %s's programs, whose exit returns at once for a call outside every entry call", name, b.withEntry.Name), nil
+	}
+	return b, "chosen by the caller", nil
+}
+
+// auto returns the backend of the first of autoRules that holds for n
+// functions and whose backend probe finds, and why; nil if none does.
+func auto(n int, gated bool, probe Probe) (*Backend, string) {
+	for _, r := range autoRules {
+		if r.holds(n, gated) && probe(r.backend) == nil {
+			return r.backend, fmt.Sprintf(r.why, n, autoSessionMax, autoTrampolineMax)
+		}
+	}
+	return nil, ""
+}
+
+// noBackend says why no backend can attach on this kernel: what each
+// lacks, those that only lack a permission first (what the user can
+// change).
+func noBackend(probe Probe) error {
+	var lack, refused []string
+	for _, b := range All() {
+		switch err := probe(b); {
+		case errors.Is(err, ebpf.ErrNotSupported):
+			lack = append(lack, fmt.Sprintf("%s: %v", b.Name, err))
+		case err != nil:
+			refused = append(refused, fmt.Sprintf("%s: %v", b.Name, err))
+		}
+	}
+	return fmt.Errorf("no backend can attach on this kernel: %s", strings.Join(append(refused, lack...), "; "))
+}
+
+// AutoChoice is what Auto picks for selections of a range of sizes.
+type AutoChoice struct {
+	// Min and Max bound the number of functions, Max 0 for no bound.
+	Min, Max int
+	Backend  *Backend
+}
+
+// AutoChoices returns what Auto picks, without --entry, for selections of
+// every size on the kernel probe describes, in ranges of sizes with the
+// same pick, smallest first; none when no backend can attach.
+func AutoChoices(probe Probe) []AutoChoice {
+	var bounds []int // the sizes at which a rule stops holding
+	for _, r := range autoRules {
+		if r.max > 0 && !slices.Contains(bounds, r.max) {
+			bounds = append(bounds, r.max)
+		}
+	}
+	slices.Sort(bounds)
+	bounds = append(bounds, 0)
+	var choices []AutoChoice
+	lo := 1
+	for _, hi := range bounds {
+		b, _ := auto(lo, false, probe)
+		if b == nil {
+			return nil
+		}
+		if n := len(choices); n > 0 && choices[n-1].Backend == b {
+			choices[n-1].Max = hi
+		} else {
+			choices = append(choices, AutoChoice{Min: lo, Max: hi, Backend: b})
+		}
+		lo = hi + 1
+	}
+	return choices
+}
