@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The programs serving one function each, part of capture.c, for kernels
+ * whose programs cannot tell their function: kprobe and kretprobe
+ * (internal/backend/kprobe.go), fentry and fexit before 5.17
+ * (internal/backend/fentry.go). */
+#ifndef TRAWL_ONE_H
+#define TRAWL_ONE_H
+
+/* Classic kprobes and kretprobes (the kprobe backend), for kernels
+ * without kprobe.multi: before 5.15 neither an attach cookie nor
+ * bpf_get_func_ip tells a program its function, so the loader loads a copy
+ * of these programs per function, in which trawl_func's body becomes
+ * "r0 = ID; exit", ID the plan index (and trawl_nr_caps's its capture
+ * count, as for fentry). Calls pair by ID at exit (held in
+ * call.ip, which no other program of the session reads). */
+static __noinline __u32 trawl_func(void)
+{
+	__u32 id = 0;
+
+	/* Keep the compiler from assuming the result. */
+	asm volatile("" : "+r"(id));
+	return id;
+}
+
+/* one_exit ends a call of func, which returned ret, in a program that
+ * serves func alone (kretprobe_one, fexit_one): its slots were saved at
+ * entry. */
+static __always_inline void one_exit(void *ctx, __u32 func, __u64 ret)
+{
+	__u32 d = 0;
+	struct call *c;
+
+	if (outside_exit())
+		return;
+	c = pop(func, &d);
+	if (c)
+		finish(ctx, c, d, ret, KPROBE_ONE);
+	else
+		exit_only(func, ret);
+}
+
+SEC("kretprobe/trawl_placeholder")
+int kretprobe_one(void *ctx)
+{
+	one_exit(ctx, trawl_func(), ctx_u64(ctx, REG_RET));
+	return 0;
+}
+
+/* Trampolines without bpf_get_func_arg/ret (before 5.17) nor attach
+ * cookies (before 6.0): the fentry backend loads a copy of these per
+ * function, which knows its plan index (trawl_func) and its slot count
+ * (trawl_nr_slots, spliced as trawl_nr_caps is), and reads the slots and
+ * the return value straight from the trampoline's context. The entry saves the slots in the call, as kprobes
+ * do, for the exit to send. */
+static __noinline __u64 trawl_nr_slots(void)
+{
+	__u64 n = 0;
+
+	/* Keep the compiler from assuming the result. */
+	asm volatile("" : "+r"(n));
+	return n;
+}
+
+/* ctx_slots copies the first n slots of a trampoline's context, and
+ * ctx_ret reads the return value an fexit context holds after them. They
+ * copy the trampoline's stack, not load from ctx, as before 5.17 the
+ * verifier lets a load from ctx take a pointer argument only when it
+ * points to a struct. */
+static __always_inline void ctx_slots(void *ctx, __u64 n, __u64 *slots)
+{
+	if (n > MAX_SLOTS)
+		n = MAX_SLOTS;
+	bpf_probe_read_kernel(slots, n * 8, ctx);
+}
+
+static __always_inline __u64 ctx_ret(void *ctx, __u64 n)
+{
+	__u64 ret = 0;
+
+	bpf_probe_read_kernel(&ret, 8, (char *)ctx + 8 * n);
+	return ret;
+}
+
+/* one_entry starts a call of func in a program that serves func alone
+ * (kprobe_one, fentry_one) and saves its slots in the call for the exit:
+ * from the registers a kprobe saw, or the trampoline's context. */
+static __always_inline void one_entry(void *ctx, int kprobe)
+{
+	__u32 func = trawl_func(), d;
+	struct shadow *s;
+	const struct plan *p;
+	struct call *c;
+	/* A kprobe's stack position is its stack pointer, a trampoline's its
+	 * context; the track flag is 0 on trampolines, as --track, which
+	 * reads arguments with bpf_get_func_arg there, is refused where
+	 * fentry_one serves (before 5.17). */
+	__u64 sp = kprobe ? ctx_u64(ctx, REG_SP) : (__u64)ctx;
+
+	p = bpf_map_lookup_elem(&plans, &func);
+	if (!p || !(c = push(ctx, &s, &d, func, p, sp, kprobe ? KPROBE_ONE : 0)))
+		return;
+	c->ip = func;
+	if (kprobe)
+		kprobe_slots(ctx, c->slots, p);
+	else
+		ctx_slots(ctx, trawl_nr_slots(), c->slots);
+	enter(ctx, c, d, p, KPROBE_ONE);
+}
+
+SEC("kprobe/trawl_placeholder")
+int kprobe_one(void *ctx)
+{
+	one_entry(ctx, 1);
+	return 0;
+}
+
+SEC("fentry/trawl_placeholder")
+int fentry_one(void *ctx)
+{
+	one_entry(ctx, 0);
+	return 0;
+}
+
+SEC("fexit/trawl_placeholder")
+int fexit_one(void *ctx)
+{
+	one_exit(ctx, trawl_func(), ctx_ret(ctx, trawl_nr_slots()));
+	return 0;
+}
+
+#endif

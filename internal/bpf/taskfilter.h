@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The task filters, part of capture.c: --pid, with the children it
+ * follows, --comm and --cgroup (open.go, filters.go). */
+#ifndef TRAWL_TASKFILTER_H
+#define TRAWL_TASKFILTER_H
+
+/* Set by the loader. */
+FEATURE(__u32 filter_pids) = 0;   /* only tasks in the pids map */
+FEATURE(char filter_comm[16]) = {}; /* only this comm, if set */
+FEATURE(__u64 filter_cgroup) = 0; /* only tasks in this cgroup (v2 id) */
+FEATURE(__u32 filter_cgroup_level) = 0; /* its level: 0 for the root */
+FEATURE(__u32 filter_cgroup_exact) = 0; /* not in its descendants */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} pids SEC(".maps");
+
+/* in_cgroup says whether the current task is in the cgroup filter_cgroup
+ * or, unless filter_cgroup_exact, in one of its descendants: its ancestor
+ * at the cgroup's level is the cgroup. */
+static __always_inline int in_cgroup(void)
+{
+	if (filter_cgroup_exact)
+		return bpf_get_current_cgroup_id() == filter_cgroup;
+	return bpf_get_current_ancestor_cgroup_id(filter_cgroup_level) == filter_cgroup;
+}
+
+/* wanted runs the task filters: pid, cgroup and comm. */
+static __always_inline int wanted(void)
+{
+	__u32 tgid;
+
+	if (filter_pids) {
+		tgid = bpf_get_current_pid_tgid() >> 32;
+		if (!bpf_map_lookup_elem(&pids, &tgid))
+			return 0;
+	}
+	if (filter_cgroup && !in_cgroup())
+		return 0;
+	if (filter_comm[0]) {
+		__u64 name[2];
+		char *comm = (char *)name;
+
+		current_comm(name);
+		for (int i = 0; i < 16; i++) {
+			if (comm[i] != filter_comm[i])
+				return 0;
+			if (!comm[i])
+				break;
+		}
+	}
+	return 1;
+}
+
+/* follow_fork adds children of traced processes to the pids map. */
+SEC("tp_btf/sched_process_fork")
+int follow_fork(__u64 *ctx)
+{
+	struct task_struct *parent = (void *)ctx[0], *child = (void *)ctx[1];
+	__u32 ptgid = parent->tgid, ctgid = child->tgid;
+	__u8 one = 1;
+
+	if (filter_pids && bpf_map_lookup_elem(&pids, &ptgid) &&
+	    bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY))
+		count(CNT_MISS_PIDS);
+	return 0;
+}
+
+/* forget_exit removes a traced process from the pids map when its last
+ * thread exits, so the map holds live processes only and a recycled pid
+ * is never traced by mistake. The tracepoint fires after do_exit counted
+ * the thread out of signal->live. */
+SEC("tp_btf/sched_process_exit")
+int forget_exit(__u64 *ctx)
+{
+	struct task_struct *t = (void *)ctx[0];
+	__u32 tgid = t->tgid;
+
+	if (filter_pids && !t->signal->live.counter)
+		bpf_map_delete_elem(&pids, &tgid);
+	return 0;
+}
+
+#endif
