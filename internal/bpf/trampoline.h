@@ -12,22 +12,36 @@
  * bpf_get_stackid unwinds every frame between the program and the traced
  * function, and a BPF frame costs about 800 instructions (amd64-7.3). */
 
-/* fentry_call traces a call of plan index func at its entry. */
-static __always_inline void fentry_call(void *ctx, __u32 func)
+/* trampoline_call traces a call of plan index func at its entry: fsession
+ * programs (session set) also note it in the session cookie. */
+static __always_inline void trampoline_call(void *ctx, __u32 func, int session)
 {
 	struct shadow *s;
 	const struct plan *p;
 	struct call *c;
 	__u32 d;
+	int skip;
 
 	p = bpf_map_lookup_elem(&plans, &func);
-	if (p && (c = push(ctx, &s, &d, func, p, (__u64)ctx, 0)))
+	if (!p)
+		return;
+	if (session)
+		c = session_entry(ctx, func, p, &d, &skip, 0);
+	else
+		c = push(ctx, &s, &d, func, p, (__u64)ctx, 0);
+	if (c)
 		enter(ctx, c, d, p, 0);
 }
 
 static APART int fentry_call_apart(void *ctx, __u32 func)
 {
-	fentry_call(ctx, func);
+	trampoline_call(ctx, func, 0);
+	return 0;
+}
+
+static APART int fsession_call_apart(void *ctx, __u32 func)
+{
+	trampoline_call(ctx, func, 1);
 	return 0;
 }
 
@@ -50,7 +64,7 @@ int fentry_capture(void *ctx)
 		return 0;
 	if (!want_stack)
 		return fentry_call_apart(ctx, cookie);
-	fentry_call(ctx, cookie);
+	trampoline_call(ctx, cookie, 0);
 	return 0;
 }
 
@@ -64,25 +78,6 @@ int fexit_capture(void *ctx)
 
 /* Loaded through internal/kernel/rawbpf as fsession (7.0) or
  * fsession.multi (7.2, x86-64): cilium/ebpf v0.22 cannot attach either. */
-/* fsession_call traces a call of plan index func at its entry. */
-static __always_inline void fsession_call(void *ctx, __u32 func)
-{
-	const struct plan *p;
-	struct call *c;
-	__u32 d;
-	int skip;
-
-	p = bpf_map_lookup_elem(&plans, &func);
-	if (p && (c = session_entry(ctx, func, p, &d, &skip, 0)))
-		enter(ctx, c, d, p, 0);
-}
-
-static APART int fsession_call_apart(void *ctx, __u32 func)
-{
-	fsession_call(ctx, func);
-	return 0;
-}
-
 /* fsession_return ends a call at its exit. */
 static APART int fsession_return(void *ctx)
 {
@@ -121,7 +116,7 @@ int fsession_capture(void *ctx)
 		return 0;
 	if (!want_stack)
 		return fsession_call_apart(ctx, cookie);
-	fsession_call(ctx, cookie);
+	trampoline_call(ctx, cookie, 1);
 	return 0;
 }
 
