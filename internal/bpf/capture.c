@@ -29,7 +29,7 @@ char LICENSE[] SEC("license") = "GPL";
  * a volatile constant's load and its branch stay in the verified program
  * even when the verifier prunes the branch, and together they cost a call
  * about 100 instructions (amd64-7.3). The loader picks the lean build
- * when every FEATURE constant it would set is 0 (internal/session). */
+ * when every FEATURE constant it would set is 0 (lean.go). */
 #ifdef TRAWL_LEAN
 #define FEATURE(decl) static const decl
 /* Without the --entry gate, the trampoline programs have no short way to

@@ -75,10 +75,10 @@ enum plan_flag {
 	 * joins the journey of a tracked object it received */
 	PLAN_TRACK_RET = 32,
 	/* --track: the function frees objects of the tracked type (a free
-	 * function of internal/session/track.go): it ends their tracking */
+	 * function of track.go): it ends their tracking */
 	PLAN_TRACK_FREE = 64,
 	/* --track: the function drops a reference to objects of the type,
-	 * which may free them (see internal/session/track.go): like a free
+	 * which may free them (see track.go): like a free
 	 * function, it starts no journey */
 	PLAN_TRACK_DROP = 128,
 };
@@ -195,14 +195,14 @@ struct shadow {
 	__u32 origin;    /* the depth of the chain's origin */
 	__u32 chain_errno; /* the error number of the chain's calls, 0 for NULL */
 	__u32 entry_func;  /* --entry: the function of the call that opened the gate */
-	__u64 entry_pos;   /* and its stack position (see stale_gate in capture.c) */
+	__u64 entry_pos;   /* and its stack position (see stale_gate in gate.h) */
 	struct call calls[MAX_DEPTH];
 };
 
 _Static_assert(sizeof(struct shadow) <= 2048, "shadow size");
 
 /* ip_func is one entry of the address table, in which kprobe programs
- * find the function of an address (see func_at in capture.c). */
+ * find the function of an address (see func_at in iptable.h). */
 struct ip_func {
 	__u64 ip;
 	__u32 func;

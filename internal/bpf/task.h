@@ -6,7 +6,7 @@
 #define TRAWL_TASK_H
 
 /* Kernels before 5.11 have neither task storage nor
- * bpf_get_current_task_btf. The loader (internal/session, legacy.go) then
+ * bpf_get_current_task_btf. The loader (legacy.go) then
  * sets these, and the verifier prunes the branches the kernel cannot run:
  * - shadow_by_tid: the shadows map is an LRU hash keyed by thread id,
  *   bounded by its size; a shadow it cannot make is counted as
