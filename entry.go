@@ -18,7 +18,7 @@ import (
 )
 
 // planEntry marks the plan of an --entry function, whose calls open the
-// program's gate (see capture.c).
+// program's gate (see internal/bpf/gate.h).
 const planEntry = uint16(bpf.CapturePlanFlagPLAN_ENTRY)
 
 // selectWithEntries selects the functions of patterns and those of

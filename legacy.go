@@ -23,7 +23,7 @@ const shadowThreads = 8192
 // configureLegacy rewrites the capture program for a kernel without task
 // storage or bpf_get_current_task_btf (5.11): shadow stacks in an LRU hash
 // map by thread id, and the task's ids and name from older helpers (see
-// shadow_by_tid and task_by_helpers in internal/bpf/capture.c).
+// shadow_by_tid and task_by_helpers in internal/bpf/task.h).
 func configureLegacy(spec *ebpf.CollectionSpec) error {
 	set := map[string]any{}
 	missing, err := lacks(features.TaskStorage)

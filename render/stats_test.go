@@ -116,7 +116,7 @@ func TestStatsSource(t *testing.T) {
 	}
 }
 
-// kernelBucket is capture.c's hist_bucket.
+// kernelBucket is hist_bucket of internal/bpf/aggregate.h.
 func kernelBucket(ns uint64) int {
 	if ns < call.HistogramExact {
 		return int(ns)

@@ -43,7 +43,7 @@ type Target struct {
 // TrampolineCookie is the attach cookie of t's trampoline programs: its
 // plan index, with bit COOKIE_ENTRY set for an --entry function, so that
 // the program tells a call outside every entry call without reading the
-// plan (capture.c, gated_out).
+// plan (gated_out in internal/bpf/gate.h).
 func (t Target) TrampolineCookie() uint64 {
 	c := uint64(t.ID)
 	if t.Entry {

@@ -19,9 +19,9 @@ const (
 )
 
 // AddressTable is the table in which the kprobe programs find the function
-// they run for by its address (func_at in capture.c), instead of the attach
-// cookie, which a kprobe.multi link finds by a binary search of its
-// addresses with an indirect call per step. It is open addressing with
+// they run for by its address (func_at in internal/bpf/iptable.h), instead
+// of the attach cookie, which a kprobe.multi link finds by a binary search
+// of its addresses with an indirect call per step. It is open addressing with
 // linear probing: an address sits at its hash or at most ipMaxProbes - 1
 // entries after it.
 type AddressTable struct {

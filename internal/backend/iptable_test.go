@@ -11,7 +11,7 @@ import (
 	"github.com/trawl-dev/trawl/internal/plan"
 )
 
-// find searches the table as func_at in capture.c does.
+// find searches the table as func_at in internal/bpf/iptable.h does.
 func (t AddressTable) find(ip uint64) (uint32, bool) {
 	mask := uint32(1)<<t.Bits - 1
 	h := t.hash(ip)

@@ -23,7 +23,7 @@ const NameKprobe Name = "kprobe"
 // 6.14, where 5.10-5.19 have no trampolines either). Before 5.15 no attach
 // cookie nor bpf_get_func_ip tells a program its function, so each
 // function gets its own copy of the kprobe programs with its plan index
-// as a constant (trawl_func in internal/bpf/capture.c), loaded and
+// as a constant (trawl_func in internal/bpf/one.h), loaded and
 // attached in parallel as fentry does, and refused past half the
 // available memory in the same way.
 var Kprobe = register(&Backend{

@@ -13,11 +13,11 @@ import (
 )
 
 // nrCapsFunc is the capture program's function that returns how many
-// captures a plan has (trawl_nr_caps in internal/bpf/capture.c).
+// captures a plan has (trawl_nr_caps in internal/bpf/memory.h).
 const nrCapsFunc = "trawl_nr_caps"
 
 // CaptureFunc is the capture program's global function that copies one
-// capture (trawl_capture in internal/bpf/capture.c).
+// capture (trawl_capture in internal/bpf/memory.h).
 const CaptureFunc = "trawl_capture"
 
 // spliceNrCaps makes trawl_nr_caps return t's capture count in insns, a
@@ -56,7 +56,7 @@ func MakeStatic(insns asm.Instructions, names ...string) asm.Instructions {
 
 // funcIDFunc and nrSlotsFunc are the capture program's functions that
 // return the plan index and the slot count of the function a program
-// copy serves (trawl_func and trawl_nr_slots in internal/bpf/capture.c).
+// copy serves (trawl_func and trawl_nr_slots in internal/bpf/one.h).
 const (
 	funcIDFunc  = "trawl_func"
 	nrSlotsFunc = "trawl_nr_slots"

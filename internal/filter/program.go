@@ -10,7 +10,7 @@ import (
 )
 
 // Stub is the function of the capture program whose body the filter
-// replaces (trawl_filter in internal/bpf/capture.c).
+// replaces (trawl_filter in internal/bpf/filter.h).
 const Stub = "trawl_filter"
 
 // Func is the compiled filter of one function, by its plan index.

@@ -15,7 +15,7 @@ import (
 )
 
 // ShowStub is the function of the capture program whose body the --show
-// expressions replace (trawl_show in internal/bpf/capture.c).
+// expressions replace (trawl_show in internal/bpf/filter.h).
 const ShowStub = "trawl_show"
 
 // ShowString is the most bytes of a string a --show expression reads.

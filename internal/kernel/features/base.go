@@ -22,7 +22,7 @@ import (
 
 // The features every backend builds on, and those older kernels lack
 // that the capture program works around (see shadow_by_tid and
-// task_by_helpers in internal/bpf/capture.c).
+// task_by_helpers in internal/bpf/task.h).
 var (
 	kernelBTF   = sync.OnceValue(probeKernelBTF)
 	ringBuffer  = sync.OnceValue(func() error { return cilium.HaveMapType(ebpf.RingBuf) })
