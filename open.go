@@ -299,6 +299,9 @@ func (s *Session) prepare(cat *kernel.Catalogue, cfg Config, n int, coded []back
 	if err := s.show.configure(spec); err != nil {
 		return nil, err
 	}
+	if err := configureCPUs(spec, cfg.CPUs); err != nil {
+		return nil, err
+	}
 	if err := configureChains(spec, cfg); err != nil {
 		return nil, err
 	}

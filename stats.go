@@ -32,7 +32,7 @@ type Stats struct {
 	// errno, the map of errnos being full.
 	MissStorage, MissDepth, MissEntry, MissExit, MissFrame, MissPIDs, MissErrno uint64
 	// Filtered counts entries dropped in the kernel by the task filters
-	// (pid, comm, cgroup), FilteredExpr entries dropped by an
+	// (pid, comm, cgroup, cpu), FilteredExpr entries dropped by an
 	// arguments-only --filter expression, FilteredExit calls dropped at
 	// exit by --min-duration, --errors or a --filter using ret.
 	Filtered, FilteredExpr, FilteredExit uint64

@@ -279,7 +279,7 @@ func summary(w io.Writer, st trawl.Stats) {
 		fmt.Fprintf(w, ", %d in flight", left)
 	}
 	fmt.Fprintf(w, "; %d functions attached, %d skipped\n", st.Attached, st.Skipped.Count())
-	fmt.Fprintf(w, "trawl: filtered in the kernel at entry: %d by task (pid, comm, cgroup), %d by --filter\n", st.Filtered, st.FilteredExpr)
+	fmt.Fprintf(w, "trawl: filtered in the kernel at entry: %d by task (pid, comm, cgroup, cpu), %d by --filter\n", st.Filtered, st.FilteredExpr)
 	fmt.Fprintf(w, "trawl: missed: %d entries without task storage, %d calls nested too deep, %d exits without entry, %d entries without exit, %d calls without their captured memory (frame evicted), %d children not followed (pids map full)\n",
 		st.MissStorage, st.MissDepth, st.MissEntry, st.MissExit, st.MissFrame, st.MissPIDs)
 	if st.MissErrno > 0 {
