@@ -7,11 +7,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -21,73 +18,12 @@ import (
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/selector"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
+	"github.com/trawl-dev/trawl/internal/workload"
 )
 
 // overviewScript is bpftrace's answer to the overview job: every kprobe,
 // each call counted per function in the kernel.
 const overviewScript = "kprobe:* { @[func] = count(); }"
-
-// workload runs loops of what `trawl --workload` does: write, read and
-// stat files, a pipe, a loopback TCP exchange, until ctx is done.
-func workload(ctx context.Context, loops int) error {
-	dir, err := os.MkdirTemp("", "trawl-bench-workload-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	for range loops {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := workloadOnce(dir); err != nil {
-			return fmt.Errorf("workload: %w", err)
-		}
-	}
-	return nil
-}
-
-func workloadOnce(dir string) error {
-	path := filepath.Join(dir, "hello.txt")
-	if err := os.WriteFile(path, []byte("hello from trawl\n"), 0o640); err != nil {
-		return err
-	}
-	if _, err := os.ReadFile(path); err != nil {
-		return err
-	}
-	os.Stat(filepath.Join(dir, "missing"))
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	w.Write([]byte("ping"))
-	r.Read(make([]byte, 4))
-	r.Close()
-	w.Close()
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		io.Copy(c, c)
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if _, err := c.Write([]byte("hello")); err != nil {
-		return err
-	}
-	_, err = io.ReadFull(c, make([]byte, 5))
-	return err
-}
 
 // timeWorkload runs the workload rounds times and returns the fastest
 // run: host load only ever slows a run down.
@@ -95,7 +31,7 @@ func timeWorkload(ctx context.Context, loops, rounds int) (time.Duration, error)
 	var best time.Duration
 	for k := range rounds {
 		start := time.Now()
-		if err := workload(ctx, loops); err != nil {
+		if err := workload.Run(ctx, loops); err != nil {
 			return 0, err
 		}
 		d := time.Since(start)

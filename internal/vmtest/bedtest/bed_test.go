@@ -6,8 +6,6 @@ package bedtest
 
 import (
 	"errors"
-	"io"
-	"net"
 	"runtime"
 	"testing"
 
@@ -20,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
+	"github.com/trawl-dev/trawl/internal/workload"
 )
 
 // syscallFunc is the kernel function behind getpgid(2) on this arch.
@@ -115,35 +114,12 @@ func TestKprobeMultiFires(t *testing.T) {
 	}
 }
 
+// TestLoopbackTCP runs the test workload's loopback TCP exchange, which
+// the demo, the bench and the tests trace.
 func TestLoopbackTCP(t *testing.T) {
 	guest.Require(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	if err := workload.Loopback(); err != nil {
 		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		io.Copy(c, c)
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write([]byte("ping")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4)
-	if _, err := io.ReadFull(c, buf); err != nil {
-		t.Fatal(err)
-	}
-	if string(buf) != "ping" {
-		t.Fatalf("echo returned %q", buf)
 	}
 }
 
