@@ -69,10 +69,10 @@ BPF_PACKAGES := clang-19 llvm-19 libbpf-dev
 bpf:
 	@command -v clang-19 >/dev/null && test -e /usr/include/bpf/bpf_helpers.h || \
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -q -y --no-install-recommends $(BPF_PACKAGES); }
-	cd internal/bpf && $(GO) generate
+	$(GO) generate ./internal/bpf ./cmd/trawl-bench/floor
 
 bpf-check: bpf
-	@git diff --exit-code --stat internal/bpf || { echo "internal/bpf: committed BPF objects are stale: run make bpf and commit"; exit 1; }
+	@git diff --exit-code --stat internal/bpf cmd/trawl-bench/floor || { echo "committed BPF objects are stale: run make bpf and commit"; exit 1; }
 
 # soak traces every traceable function system-wide for a minute with
 # --stats while a mixed workload runs, in each guest named by KERNEL that

@@ -19,10 +19,13 @@ import (
 // which their generator rewrites without an SPDX line.
 var generated = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
 
+// bpfDirs hold BPF C sources, under GPL-2.0.
+var bpfDirs = map[string]bool{"internal/bpf": true, "cmd/trawl-bench/floor": true}
+
 // TestSPDX checks that every source file in the repository (Go, C, shell
 // scripts, Makefiles) names its license at its top, as the README's
-// License section says: GPL-2.0 for the BPF C in internal/bpf, Apache-2.0
-// for everything else.
+// License section says: GPL-2.0 for the BPF C in internal/bpf and
+// cmd/trawl-bench/floor, Apache-2.0 for everything else.
 func TestSPDX(t *testing.T) {
 	out, err := exec.Command("git", "ls-files", "-z").Output()
 	if err != nil {
@@ -44,7 +47,7 @@ func TestSPDX(t *testing.T) {
 		}
 		checked++
 		want := "Apache-2.0"
-		if path.Dir(name) == "internal/bpf" && (path.Ext(name) == ".c" || path.Ext(name) == ".h") {
+		if bpfDirs[path.Dir(name)] && (path.Ext(name) == ".c" || path.Ext(name) == ".h") {
 			want = "GPL-2.0"
 		}
 		if !bytes.Contains(head, []byte("SPDX-License-Identifier: "+want+"\n")) &&

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/cmd/trawl-bench/measure"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/selector"
 )
@@ -202,8 +203,7 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []s
 	}
 	fmt.Printf("### Attach\n\n")
 	fmt.Printf("trawl.Open on N functions picked evenly from the %d vmlinux functions that are traceable, have a prototype and an address, and are not on the deny list, as one regexp pattern; then Close. \"all\" is the pattern `*` (%d functions, modules included). Open includes selecting (also shown alone), planning, loading and attaching. Kernel memory is how much slab, vmalloc and per-CPU memory (/proc/meminfo) grew from before Open to after it; peak RSS is the bench process's peak resident memory (VmHWM, reset before Open) while Open ran, the catalogue it holds included. One run each; a size is not run when the time per function between the previous two sizes predicts more than %s.\n\n", len(names), len(all.Selected), budget)
-	fmt.Println("| backend | N | selected | attached | select | open | open per added function | close | kernel memory | peak RSS |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	t := measure.NewTable(os.Stdout, "backend", "N", "selected", "attached", "select", "open", "open per added function", "close", "kernel memory", "peak RSS")
 	var floors []floorRow
 	for _, b := range backends {
 		var p predictor
@@ -216,7 +216,7 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []s
 				patterns, want = []string{patternFor(pick(names, n))}, min(n, len(names))
 			}
 			if est := p.estimate(want); est > budget {
-				fmt.Printf("| %s | %s | %d | | | not run: about %s predicted | | | | |\n", b, label, want, round(est))
+				t.Row(b, label, fmt.Sprint(want), "", "", "not run: about "+round(est).String()+" predicted")
 				continue
 			}
 			profile := ""
@@ -225,16 +225,16 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []s
 			}
 			r, err := attachOnce(ctx, cat, b, patterns, profile)
 			if err != nil && notSupported(err) && p.perFunc == 0 {
-				fmt.Printf("| %s | | | | | not supported by this kernel (%s) | | | | |\n", b, oneLine(err))
+				t.Row(b, "", "", "", "", "not supported by this kernel ("+oneLine(err)+")")
 				break
 			}
 			if err != nil {
-				fmt.Printf("| %s | %s | %d | | | error: %s | | | | |\n", b, label, r.selected, oneLine(err))
+				t.Row(b, label, fmt.Sprint(r.selected), "", "", "error: "+oneLine(err))
 				fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: %v\n", b, label, err)
 				break
 			}
 			p.add(r.attached, r.open)
-			fmt.Printf("| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", b, label, r.selected, r.attached, round(r.sel), round(r.open), round(p.perFunc), round(r.close), megabytes(r.kernelMem), megabytes(r.peakRSS))
+			t.Row(b, label, fmt.Sprint(r.selected), fmt.Sprint(r.attached), round(r.sel).String(), round(r.open).String(), round(p.perFunc).String(), round(r.close).String(), megabytes(r.kernelMem), megabytes(r.peakRSS))
 			fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: open %s (%s), close %s, %d attached, peak RSS %s\n", b, label, round(r.open), r.steps, round(r.close), r.attached, megabytes(r.peakRSS))
 			for _, line := range r.skipped.Summary(3) {
 				fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: skipped %s\n", b, label, line)
@@ -244,7 +244,7 @@ func benchAttach(ctx context.Context, cat *kernel.Catalogue, backends, names []s
 			}
 		}
 	}
-	fmt.Println()
+	t.End()
 	printFloor(floors)
 	return nil
 }

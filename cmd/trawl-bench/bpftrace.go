@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/cmd/trawl-bench/measure"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
@@ -89,13 +91,11 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, names []str
 	}
 	fmt.Printf("trawl.Open with the fentry backend on N functions picked evenly from the %d functions of the attach bench that have at most %d arguments (%s leaves functions with more out of kfunc probes on %s), then Close; the trawl command (`trawl --backend fentry NAME...`, tracing the whole system) on the same functions, from its start until it says it is tracing (armed) and from an interrupt then until it exits; then %s on the functions trawl attached, once with a kfunc (fentry) probe on each, once with a kfunc and a kretfunc (fexit) probe on each, as many programs and trampolines as trawl's fentry and fexit pair. Every probe is `{ @[probe] = count(); }` (one program per probe), with `BEGIN { exit(); }`. bpftrace open: from its start until it says every probe is attached; close: from then until it exits. trawl.Open does not load the catalogue, which this bench did at its start; the command pays its whole start (catalogue, BTF, probes), as bpftrace does. ratio: bpftrace open / trawl open; command ratio: bpftrace open / trawl command open. Each measurement runs %d times, the commands in turns (one of each per round, so that a slow spell of the host falls on all alike), and the run with the shortest open time counts: host load only ever slows a run down.\n\n",
 		len(fns), maxArgs, strings.TrimSpace(string(version)), runtime.GOARCH, strings.TrimSpace(string(version)), rounds)
-	header, rule := "| N | functions | trawl open | trawl close | trawl command open | command close | command, auto: backend | open | close", "|---|---|---|---|---|---|---|---|---"
+	header := []string{"N", "functions", "trawl open", "trawl close", "trawl command open", "command close", "command, auto: backend", "open", "close"}
 	for _, v := range bpftraceVariants {
-		header += fmt.Sprintf(" | %s open | close | ratio | command ratio | auto ratio", v.name)
-		rule += "|---|---|---|---|---"
+		header = append(header, v.name+" open", "close", "ratio", "command ratio", "auto ratio")
 	}
-	fmt.Println(header + " |")
-	fmt.Println(rule + "|")
+	t := measure.NewTable(os.Stdout, header...)
 	// One predictor and one failure per column group: trawl, the trawl
 	// command with fentry and with auto, then the bpftrace variants.
 	preds := make([]predictor, 3+len(bpftraceVariants))
@@ -111,39 +111,40 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, names []str
 			set = pick(fns, n)
 		}
 		// turns measures the columns rounds times each, one of each per
-		// round, so that a slow spell of the host falls on all alike; the
-		// run with the shortest open time counts.
+		// round (measure.Turns); the run with the shortest open time counts.
 		turns := func(cols ...column) []measured {
 			out := make([]measured, len(cols))
+			var runnable []int
+			var cases []func(int) (attachResult, error)
 			for c, col := range cols {
-				if failed[col.slot] != "" {
+				switch {
+				case failed[col.slot] != "":
 					out[c].why = "not run: failed at N=" + failed[col.slot]
-				} else if est := preds[col.slot].estimate(len(set)); est > budget {
-					out[c].why = fmt.Sprintf("not run: about %s predicted", round(est))
+				case preds[col.slot].estimate(len(set)) > budget:
+					out[c].why = fmt.Sprintf("not run: about %s predicted", round(preds[col.slot].estimate(len(set))))
+				default:
+					runnable = append(runnable, c)
+					cases = append(cases, func(int) (attachResult, error) {
+						r, err := col.measure()
+						if err != nil {
+							fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: %v\n", col.name, label, err)
+						} else {
+							fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: open %s, close %s, %d attached\n", col.name, label, round(r.open), round(r.close), r.attached)
+						}
+						return r, err
+					})
 				}
 			}
-			for k := range rounds {
-				for c, col := range cols {
-					if out[c].why != "" {
-						continue
-					}
-					r, err := col.measure()
-					if err != nil {
-						failed[col.slot] = label
-						fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: %v\n", col.name, label, err)
-						out[c].why = "error: " + oneLine(err)
-						continue
-					}
-					fmt.Fprintf(os.Stderr, "trawl-bench: %s N=%s: open %s, close %s, %d attached\n", col.name, label, round(r.open), round(r.close), r.attached)
-					if k == 0 || r.open < out[c].r.open {
-						out[c].r = r
-					}
+			runs, ctxErr := measure.Turns(ctx, rounds, cases)
+			for j, c := range runnable {
+				slot := cols[c].slot
+				if err := cmp.Or(runs[j].Err, ctxErr); err != nil {
+					failed[slot] = label
+					out[c].why = "error: " + oneLine(err)
+					continue
 				}
-			}
-			for c, col := range cols {
-				if out[c].why == "" {
-					preds[col.slot].add(out[c].r.attached, out[c].r.open)
-				}
+				out[c].r = measure.Fastest(runs[j].Results, func(r attachResult) time.Duration { return r.open })
+				preds[slot].add(out[c].r.attached, out[c].r.open)
 			}
 			return out
 		}
@@ -180,13 +181,13 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, names []str
 		} else {
 			commandRun, autoRun, got = got[0], got[1], got[2:]
 		}
-		row := fmt.Sprintf("| %s | %d | %s | %s | %s | %s", label, len(attached), cells(trawlRun), cells(commandRun), autoBackend, cells(autoRun))
+		row := slices.Concat([]string{label, fmt.Sprint(len(attached))}, cells(trawlRun), cells(commandRun), []string{autoBackend}, cells(autoRun))
 		for _, m := range got {
-			row += " | " + bpftraceCells(m, trawlRun, commandRun, autoRun)
+			row = append(row, bpftraceCells(m, trawlRun, commandRun, autoRun)...)
 		}
-		fmt.Println(row + " |")
+		t.Row(row...)
 	}
-	fmt.Println()
+	t.End()
 	if len(notes) > 0 {
 		slices.Sort(notes)
 		fmt.Printf("%s\n\n", strings.Join(notes, " "))
@@ -202,28 +203,26 @@ type column struct {
 	measure func() (attachResult, error)
 }
 
-// cells formats an open and a close time.
-func cells(m measured) string {
+// cells formats an open and a close time, or says why there are none.
+func cells(m measured) []string {
 	if m.why != "" {
-		return m.why + " | "
+		return []string{m.why, ""}
 	}
-	return fmt.Sprintf("%s | %s", round(m.r.open), round(m.r.close))
+	return []string{round(m.r.open).String(), round(m.r.close).String()}
 }
 
 // bpftraceCells formats bpftrace's open and close times and the ratios of
 // its open time to those of trawl.Open and of the trawl commands.
-func bpftraceCells(m measured, trawls ...measured) string {
-	if m.why != "" {
-		return m.why + strings.Repeat(" | ", 1+len(trawls))
-	}
-	cells := fmt.Sprintf("%s | %s", round(m.r.open), round(m.r.close))
+func bpftraceCells(m measured, trawls ...measured) []string {
+	out := cells(m)
 	for _, t := range trawls {
-		cells += " | "
-		if t.why == "" {
-			cells += fmt.Sprintf("%.2f", m.r.open.Seconds()/t.r.open.Seconds())
+		ratio := ""
+		if m.why == "" && t.why == "" {
+			ratio = measure.Times(m.r.open.Seconds() / t.r.open.Seconds())
 		}
+		out = append(out, ratio)
 	}
-	return cells
+	return out
 }
 
 // trawlCommand returns the path of the trawl command built for this

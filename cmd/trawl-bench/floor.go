@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/cmd/trawl-bench/measure"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/rawbpf"
 	"github.com/trawl-dev/trawl/internal/selector"
@@ -114,18 +116,12 @@ func floorTargets(b string, sel []*kernel.Function, skipped map[string][]string)
 	return addrs, ids, funcs
 }
 
-// floorResult is one measurement of the empty links.
-type floorResult struct {
-	funcs       int
-	open, close time.Duration
-	kernelMem   int64
-}
-
 // floorOnce creates backend b's links for empty programs on the functions
-// trawl attached (sel less skipped) and closes them, timing both.
-func floorOnce(b string, sel []*kernel.Function, skipped map[string][]string) (floorResult, error) {
+// trawl attached (sel less skipped) and closes them, timing both: r.attached
+// counts the functions linked.
+func floorOnce(b string, sel []*kernel.Function, skipped map[string][]string) (attachResult, error) {
 	addrs, ids, funcs := floorTargets(b, sel, skipped)
-	r := floorResult{funcs: funcs, kernelMem: -1}
+	r := attachResult{attached: funcs, kernelMem: -1}
 	memBefore, memErr := kernelMemory()
 	start := time.Now()
 	closers, err := emptyLinks(b, addrs, ids)
@@ -151,7 +147,7 @@ type floorRow struct {
 	trawl   attachResult
 	// command is the trawl command's run ("" open: not run).
 	command attachResult
-	floor   floorResult
+	floor   attachResult
 	rounds  int
 	err     error
 }
@@ -163,23 +159,22 @@ func printFloor(rows []floorRow) {
 	}
 	fmt.Printf("### Attach against the kernel's floor\n\n")
 	fmt.Printf("For \"all\" above, on the backends that attach every function with one link: the same links (kretprobe.multi + kprobe.multi, kprobe.session, fsession.multi) created right after for empty programs (`return 0`, no cookies) on the addresses or BTF ids trawl attached (the selection less what trawl skipped), timed from loading the programs to the last link. trawl open is trawl.Open in this process, which holds the catalogue and the BTF types earlier runs decoded (an embedder's later sessions). trawl command is `trawl --backend B --debug '*'` run as a fresh process, from its start until it says it is tracing: what a user waits for, the catalogue's load and the decoding of BTF included; its peak RSS is the command's peak resident memory (VmHWM) when it says so. With more than one round (`-floor-rounds`), trawl, the command and the floor take turns and the shortest time of each counts. Ratios: over the floor's open, target at most 1.2. Steps: where the time went (the steps `trawl --debug` logs).\n\n")
-	fmt.Println("| backend | rounds | functions (trawl) | functions (floor) | trawl open | trawl command | floor open | ratio (open) | ratio (command) | command peak RSS | trawl close | floor close | trawl kernel memory | floor kernel memory | trawl steps | command steps |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	t := measure.NewTable(os.Stdout, "backend", "rounds", "functions (trawl)", "functions (floor)", "trawl open", "trawl command", "floor open", "ratio (open)", "ratio (command)", "command peak RSS", "trawl close", "floor close", "trawl kernel memory", "floor kernel memory", "trawl steps", "command steps")
 	for _, r := range rows {
 		if r.err != nil {
-			fmt.Printf("| %s | %d | %d | | %s | | error: %s | | | | | | | | | |\n", r.backend, r.rounds, r.trawl.attached, round(r.trawl.open), oneLine(r.err))
+			t.Row(r.backend, fmt.Sprint(r.rounds), fmt.Sprint(r.trawl.attached), "", round(r.trawl.open).String(), "", "error: "+oneLine(r.err))
 			continue
 		}
 		command, commandRatio, commandRSS := "not run (no trawl command)", "", ""
 		if r.command.open > 0 {
-			command, commandRatio = round(r.command.open).String(), fmt.Sprintf("%.2f", r.command.open.Seconds()/r.floor.open.Seconds())
+			command, commandRatio = round(r.command.open).String(), measure.Times(r.command.open.Seconds()/r.floor.open.Seconds())
 			commandRSS = megabytes(r.command.peakRSS)
 		}
-		fmt.Printf("| %s | %d | %d | %d | %s | %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.backend, r.rounds, r.trawl.attached, r.floor.funcs,
-			round(r.trawl.open), command, round(r.floor.open), r.trawl.open.Seconds()/r.floor.open.Seconds(), commandRatio, commandRSS,
-			round(r.trawl.close), round(r.floor.close), megabytes(r.trawl.kernelMem), megabytes(r.floor.kernelMem), r.trawl.steps, r.command.steps)
+		t.Row(r.backend, fmt.Sprint(r.rounds), fmt.Sprint(r.trawl.attached), fmt.Sprint(r.floor.attached),
+			round(r.trawl.open).String(), command, round(r.floor.open).String(), measure.Times(r.trawl.open.Seconds()/r.floor.open.Seconds()), commandRatio, commandRSS,
+			round(r.trawl.close).String(), round(r.floor.close).String(), megabytes(r.trawl.kernelMem), megabytes(r.floor.kernelMem), r.trawl.steps, r.command.steps)
 	}
-	fmt.Println()
+	t.End()
 }
 
 // benchFloor measures the floor of backend b after the all-functions run
@@ -195,37 +190,40 @@ func benchFloor(ctx context.Context, cat *kernel.Catalogue, b string, r attachRe
 		row.err = err
 		return row
 	}
-	for k := range rounds {
-		if k > 0 {
+	took := func(r attachResult) time.Duration { return r.open }
+	cases := []func(int) (attachResult, error){
+		func(k int) (attachResult, error) {
+			if k == 0 {
+				return r, nil
+			}
 			again, err := attachOnce(ctx, cat, b, []string{"*"}, "")
-			if err != nil {
-				row.err = err
-				return row
+			if err == nil {
+				fmt.Fprintf(os.Stderr, "trawl-bench: %s N=all again: open %s (%s), close %s\n", b, round(again.open), again.steps, round(again.close))
 			}
-			fmt.Fprintf(os.Stderr, "trawl-bench: %s N=all again: open %s (%s), close %s\n", b, round(again.open), again.steps, round(again.close))
-			if again.open < row.trawl.open {
-				row.trawl = again
-			}
-		}
-		if command != "" {
+			return again, err
+		},
+		func(int) (attachResult, error) { return floorOnce(b, sel.Selected, r.skipped) },
+	}
+	if command != "" {
+		cases = slices.Insert(cases, 1, func(int) (attachResult, error) {
 			c, _, err := trawlCommandOnce(ctx, command, b, []string{"*"}, true)
-			if err != nil {
-				row.err = err
-				return row
+			if err == nil {
+				fmt.Fprintf(os.Stderr, "trawl-bench: %s trawl command on *: tracing after %s (%s)\n", b, round(c.open), c.steps)
 			}
-			fmt.Fprintf(os.Stderr, "trawl-bench: %s trawl command on *: tracing after %s (%s)\n", b, round(c.open), c.steps)
-			if k == 0 || c.open < row.command.open {
-				row.command = c
-			}
-		}
-		f, err := floorOnce(b, sel.Selected, row.trawl.skipped)
-		if err != nil {
-			row.err = err
-			return row
-		}
-		if k == 0 || f.open < row.floor.open {
-			row.floor = f
-		}
+			return c, err
+		})
+	}
+	runs, err := measure.Turns(ctx, rounds, cases)
+	for _, run := range runs {
+		err = cmp.Or(err, run.Err)
+	}
+	if err != nil {
+		row.err = err
+		return row
+	}
+	row.trawl, row.floor = measure.Fastest(runs[0].Results, took), measure.Fastest(runs[len(runs)-1].Results, took)
+	if command != "" {
+		row.command = measure.Fastest(runs[1].Results, took)
 	}
 	return row
 }

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Command trawl-bench measures trawl in a test bed guest and prints the
-// results as Markdown tables (`make bench KERNEL=...` runs it;
-// docs/benchmarks.md, "Running the bench"):
+// results as Markdown tables (`make bench KERNEL=...` runs it):
 //
 //   - attach: how long trawl.Open takes to attach N functions, and Close to
 //     detach them, per backend, for N = 10, 100, 1000 and every traceable
@@ -20,6 +19,18 @@
 //     type and against no program at all, measured in the same run.
 //
 // Under TCG emulation absolute times say little: compare the ratios.
+//
+// The bench drives trawl through its public API. It reaches into internal
+// packages only for what that API does not offer: internal/kernel holds
+// the catalogue for the whole run, so that each trawl.Open reuses it as an
+// embedder's later sessions do, and lends the bench the catalogue's counts
+// and the kernel's memory; internal/selector times the selection alone and
+// gives the floors the addresses and BTF ids of what trawl selected (the
+// deny list included) without planning every function as trawl.List does;
+// internal/kernel/rawbpf and internal/backend load and attach the empty
+// and floor programs of the attach types cilium/ebpf lacks (fsession,
+// tracing_multi) and resolve the session kfuncs as trawl does; and
+// internal/vmtest/guest tells the test bed's kernel and bpftrace.
 package main
 
 import (
@@ -40,6 +51,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/cmd/trawl-bench/measure"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
@@ -127,10 +139,10 @@ func run(ctx context.Context, o options) error {
 	// Per-call first: attaching thousands of functions is what may bring
 	// an emulated guest down.
 	if !o.skipCalls {
-		if err := benchCalls(ctx, cat, o.backends, o.rounds, o.callTarget); err != nil {
+		if err := benchCalls(ctx, o.backends, o.rounds, o.callTarget); err != nil {
 			return err
 		}
-		if err := benchBuffer(ctx, cat, o.backends, o.rounds, o.callTarget); err != nil {
+		if err := benchBuffer(ctx, o.backends, o.rounds, o.callTarget); err != nil {
 			return err
 		}
 	}
@@ -235,5 +247,39 @@ func round(d time.Duration) time.Duration {
 	return d.Round(100 * time.Microsecond)
 }
 
+// lookup returns the function called name, as trawl.List finds it.
+func lookup(name string) (trawl.Function, error) {
+	sel, err := trawl.List([]string{name}, trawl.ListOptions{})
+	if err != nil {
+		return trawl.Function{}, fmt.Errorf("find %s: %w", name, err)
+	}
+	if len(sel.Selected) == 0 {
+		return trawl.Function{}, fmt.Errorf("find %s: the kernel has no such traceable function", name)
+	}
+	return sel.Selected[0], nil
+}
+
 // notSupported reports whether err says the kernel lacks a backend.
 func notSupported(err error) bool { return errors.Is(err, ebpf.ErrNotSupported) }
+
+// summary says what a round measured, or why it failed, for the log.
+func summary(r fmt.Stringer, err error) string {
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return r.String()
+}
+
+// failedRow writes backend b's row of a table when err says why b has no
+// measurements, and reports whether it did.
+func failedRow(t *measure.Table, b string, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case notSupported(err):
+		t.Row(b, "not supported by this kernel")
+	default:
+		t.Row(b, "error: "+oneLine(err))
+	}
+	return true
+}

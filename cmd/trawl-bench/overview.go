@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/cmd/trawl-bench/measure"
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/selector"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
@@ -28,19 +30,19 @@ const overviewScript = "kprobe:* { @[func] = count(); }"
 // timeWorkload runs the workload rounds times and returns the fastest
 // run: host load only ever slows a run down.
 func timeWorkload(ctx context.Context, loops, rounds int) (time.Duration, error) {
-	var best time.Duration
-	for k := range rounds {
+	runs, err := measure.Turns(ctx, rounds, []func(int) (time.Duration, error){func(k int) (time.Duration, error) {
 		start := time.Now()
 		if err := workload.Run(ctx, loops); err != nil {
 			return 0, err
 		}
 		d := time.Since(start)
 		fmt.Fprintf(os.Stderr, "trawl-bench: overview: workload run %d of %d: %s\n", k+1, rounds, round(d))
-		if k == 0 || d < best {
-			best = d
-		}
+		return d, nil
+	}})
+	if err = cmp.Or(err, runs[0].Err); err != nil {
+		return 0, err
 	}
-	return best, nil
+	return measure.Fastest(runs[0].Results, func(d time.Duration) time.Duration { return d }), nil
 }
 
 // settle waits until the untraced workload runs within a quarter of base
@@ -94,20 +96,19 @@ func benchOverview(ctx context.Context, cat *kernel.Catalogue, loops, rounds int
 	}
 	bt := overviewBpftrace(ctx, loops, rounds, limit)
 	fmt.Printf("A fixed workload, %d loops of what `trawl --workload` does (write, read and stat a file, a pipe, a loopback TCP connection), timed untraced, under trawl.Open of `*` with Config.Aggregate (what `trawl --stats '*'` runs: calls, errors and a latency histogram per function, counted in the kernel; backend auto), under empty programs of the attach types of trawl's backend on the functions trawl attached (trawl's floor: what the kernel's hooks cost before any program does anything), and under bpftrace `%s`, in this order in one guest run, each tracer after the kernel has finished freeing the last one's (the untraced workload back within a quarter of its time). Each time is the fastest of %d runs of the workload while the tracer is attached; under bpftrace the runs must end within %s. slowdown: traced time / untraced time; target: trawl's below bpftrace's.\n\n", loops, overviewScript, rounds, limit)
-	fmt.Println("| tracer | attached | attach time | workload time | slowdown |")
-	fmt.Println("|---|---|---|---|---|")
-	fmt.Printf("| none | | | %s | 1.00 |\n", round(base))
+	t := measure.NewTable(os.Stdout, "tracer", "attached", "attach time", "workload time", "slowdown")
+	t.Row("none", "", "", round(base).String(), "1.00")
 	for _, r := range []struct {
 		name string
 		overviewResult
 	}{{"trawl --stats '*'", tr}, {"empty programs (" + b + ")", fl}, {"bpftrace " + overviewScript, bt}} {
 		if r.why != "" {
-			fmt.Printf("| %s | %s | | | |\n", r.name, r.why)
+			t.Row(r.name, r.why)
 			continue
 		}
-		fmt.Printf("| %s | %s | %s | %s | %.2f |\n", r.name, r.what, round(r.attach), round(r.run), r.run.Seconds()/base.Seconds())
+		t.Row(r.name, r.what, round(r.attach).String(), round(r.run).String(), measure.Times(r.run.Seconds()/base.Seconds()))
 	}
-	fmt.Println()
+	t.End()
 	return nil
 }
 

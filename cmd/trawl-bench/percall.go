@@ -21,9 +21,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/cmd/trawl-bench/floor"
+	"github.com/trawl-dev/trawl/cmd/trawl-bench/measure"
 	"github.com/trawl-dev/trawl/internal/backend"
-	"github.com/trawl-dev/trawl/internal/bpf"
-	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/rawbpf"
 )
 
@@ -37,13 +37,13 @@ var returnZero = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
 
 // empties attach, for a backend, empty programs of the same attach types
 // to a function, given its name, addresses and BTF id.
-var empties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
-	string(trawl.BackendFentry): func(fn *kernel.Function) ([]io.Closer, error) {
+var empties = map[string]func(fn trawl.Function) ([]io.Closer, error){
+	string(trawl.BackendFentry): func(fn trawl.Function) ([]io.Closer, error) {
 		return attachEmpty(fn.Name, func(p *ebpf.Program, t ebpf.AttachType) (link.Link, error) {
 			return link.AttachTracing(link.TracingOptions{Program: p, AttachType: t})
 		}, ebpf.Tracing, ebpf.AttachTraceFExit, ebpf.AttachTraceFEntry)
 	},
-	string(trawl.BackendKprobeMulti): func(fn *kernel.Function) ([]io.Closer, error) {
+	string(trawl.BackendKprobeMulti): func(fn trawl.Function) ([]io.Closer, error) {
 		opts := kprobeOptions(fn)
 		ret := true
 		return attachEmpty(fn.Name, func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
@@ -54,7 +54,7 @@ var empties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
 			return link.KprobeMulti(p, opts)
 		}, ebpf.Kprobe, ebpf.AttachTraceKprobeMulti, ebpf.AttachTraceKprobeMulti)
 	},
-	string(trawl.BackendKprobe): func(fn *kernel.Function) ([]io.Closer, error) {
+	string(trawl.BackendKprobe): func(fn trawl.Function) ([]io.Closer, error) {
 		ret := true
 		return attachEmpty(fn.Name, func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
 			if ret {
@@ -64,7 +64,7 @@ var empties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
 			return link.Kprobe(fn.Name, p, nil)
 		}, ebpf.Kprobe, ebpf.AttachNone, ebpf.AttachNone)
 	},
-	string(trawl.BackendKprobeSession): func(fn *kernel.Function) ([]io.Closer, error) {
+	string(trawl.BackendKprobeSession): func(fn trawl.Function) ([]io.Closer, error) {
 		opts := kprobeOptions(fn)
 		opts.Session = true
 		return attachEmpty(fn.Name, func(p *ebpf.Program, _ ebpf.AttachType) (link.Link, error) {
@@ -72,14 +72,14 @@ var empties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
 		}, ebpf.Kprobe, ebpf.AttachTraceKprobeSession)
 	},
 	// An fsession program returning 0 runs at exit too, as trawl's does.
-	string(trawl.BackendFsession): func(fn *kernel.Function) ([]io.Closer, error) {
-		return attachRaw(rawbpf.TracingSpec{AttachType: rawbpf.AttachTraceFSession, AttachBTFID: fn.BTFID}, func(p *ebpf.Program) (link.Link, error) {
+	string(trawl.BackendFsession): func(fn trawl.Function) ([]io.Closer, error) {
+		return attachRaw(rawbpf.TracingSpec{AttachType: rawbpf.AttachTraceFSession, AttachBTFID: btf.TypeID(fn.BTFID)}, func(p *ebpf.Program) (link.Link, error) {
 			return rawbpf.AttachTracing(p, rawbpf.AttachTraceFSession, 0)
 		})
 	},
-	string(trawl.BackendTracingMulti): func(fn *kernel.Function) ([]io.Closer, error) {
+	string(trawl.BackendTracingMulti): func(fn trawl.Function) ([]io.Closer, error) {
 		return attachRaw(rawbpf.TracingSpec{AttachType: rawbpf.AttachTraceFSessionMulti}, func(p *ebpf.Program) (link.Link, error) {
-			return rawbpf.AttachTracingMulti(p, rawbpf.AttachTraceFSessionMulti, []btf.TypeID{fn.BTFID}, nil)
+			return rawbpf.AttachTracingMulti(p, rawbpf.AttachTraceFSessionMulti, []btf.TypeID{btf.TypeID(fn.BTFID)}, nil)
 		})
 	},
 }
@@ -87,50 +87,50 @@ var empties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
 // gatedEmpties attach, for a backend whose programs differ with --entry,
 // empty programs of the attach types it then uses: fsession attaches an
 // fentry and an fexit program with --entry.
-var gatedEmpties = map[string]func(fn *kernel.Function) ([]io.Closer, error){
+var gatedEmpties = map[string]func(fn trawl.Function) ([]io.Closer, error){
 	string(trawl.BackendFsession): empties[string(trawl.BackendFentry)],
 }
 
-// floorProgs are, per backend, the programs of internal/bpf/floor.c that
-// do the least a tracer of that kind must do to report a call: exit first,
-// as trawl attaches.
+// floorProgs are, per backend, the programs of floor.c (package floor)
+// that do the least a tracer of that kind must do to report a call: exit
+// first, as trawl attaches.
 var floorProgs = map[string][]string{
-	string(trawl.BackendFentry):      {bpf.FloorProgFloorFexit, bpf.FloorProgFloorFentry},
-	string(trawl.BackendKprobeMulti): {bpf.FloorProgFloorKretprobe, bpf.FloorProgFloorKprobe},
+	string(trawl.BackendFentry):      {floor.FloorProgFloorFexit, floor.FloorProgFloorFentry},
+	string(trawl.BackendKprobeMulti): {floor.FloorProgFloorKretprobe, floor.FloorProgFloorKprobe},
 }
 
-// statsFloorProgs are, per backend, the programs of internal/bpf/floor.c
+// statsFloorProgs are, per backend, the programs of floor.c (package floor)
 // that do the least a tracer must do to count a call and its duration in
 // the kernel (the stats floor), in the same order. tracing-multi attaches
 // the fsession program with a tracing_multi link, as trawl does.
 var statsFloorProgs = map[string][]string{
-	string(trawl.BackendFentry):        {bpf.FloorProgFloorStatsFexit, bpf.FloorProgFloorFentry},
-	string(trawl.BackendKprobeMulti):   {bpf.FloorProgFloorStatsKretprobe, bpf.FloorProgFloorKprobe},
-	string(trawl.BackendKprobeSession): {bpf.FloorProgFloorStatsKsession},
-	string(trawl.BackendFsession):      {bpf.FloorProgFloorStatsFsession},
-	string(trawl.BackendTracingMulti):  {bpf.FloorProgFloorStatsFsession},
+	string(trawl.BackendFentry):        {floor.FloorProgFloorStatsFexit, floor.FloorProgFloorFentry},
+	string(trawl.BackendKprobeMulti):   {floor.FloorProgFloorStatsKretprobe, floor.FloorProgFloorKprobe},
+	string(trawl.BackendKprobeSession): {floor.FloorProgFloorStatsKsession},
+	string(trawl.BackendFsession):      {floor.FloorProgFloorStatsFsession},
+	string(trawl.BackendTracingMulti):  {floor.FloorProgFloorStatsFsession},
 }
 
 // attachFloor loads and attaches the floor programs names of backend b to
 // fn, and returns them with the stats floor's counts map, all to close.
 // It returns nothing when names is empty.
-func attachFloor(b string, names []string, fn *kernel.Function) ([]io.Closer, *ebpf.Map, error) {
+func attachFloor(b string, names []string, fn trawl.Function) ([]io.Closer, *ebpf.Map, error) {
 	if len(names) == 0 {
 		return nil, nil, nil
 	}
-	spec, err := bpf.LoadFloor()
+	spec, err := floor.LoadFloor()
 	if err != nil {
 		return nil, nil, err
 	}
 	// cilium/ebpf cannot load fsession programs: its maps load here, the
 	// program below, as trawl loads its own (internal/backend).
-	fsession := spec.Programs[bpf.FloorProgFloorStatsFsession]
+	fsession := spec.Programs[floor.FloorProgFloorStatsFsession]
 	for name := range spec.Programs {
-		if !slices.Contains(names, name) || name == bpf.FloorProgFloorStatsFsession {
+		if !slices.Contains(names, name) || name == floor.FloorProgFloorStatsFsession {
 			delete(spec.Programs, name)
 		}
 	}
-	if ps := spec.Programs[bpf.FloorProgFloorStatsKsession]; ps != nil {
+	if ps := spec.Programs[floor.FloorProgFloorStatsKsession]; ps != nil {
 		if err := backend.ResolveKfuncs(ps.Instructions); err != nil {
 			return nil, nil, err
 		}
@@ -141,11 +141,11 @@ func attachFloor(b string, names []string, fn *kernel.Function) ([]io.Closer, *e
 	}
 	// The programs keep their maps alive.
 	defer coll.Close()
-	counts, err := coll.Maps[bpf.FloorMapFloorCounts].Clone()
+	counts, err := coll.Maps[floor.FloorMapFloorCounts].Clone()
 	if err != nil {
 		return nil, nil, err
 	}
-	if slices.Contains(names, bpf.FloorProgFloorStatsFsession) {
+	if slices.Contains(names, floor.FloorProgFloorStatsFsession) {
 		closers, err := attachFsessionFloor(b, fsession, coll.Maps, fn)
 		if err != nil {
 			counts.Close()
@@ -159,11 +159,11 @@ func attachFloor(b string, names []string, fn *kernel.Function) ([]io.Closer, *e
 		closers = append(closers, p)
 		var l link.Link
 		switch name {
-		case bpf.FloorProgFloorKprobe:
+		case floor.FloorProgFloorKprobe:
 			l, err = link.KprobeMulti(p, kprobeOptions(fn))
-		case bpf.FloorProgFloorKretprobe, bpf.FloorProgFloorStatsKretprobe:
+		case floor.FloorProgFloorKretprobe, floor.FloorProgFloorStatsKretprobe:
 			l, err = link.KretprobeMulti(p, kprobeOptions(fn))
-		case bpf.FloorProgFloorStatsKsession:
+		case floor.FloorProgFloorStatsKsession:
 			opts := kprobeOptions(fn)
 			opts.Session = true
 			l, err = link.KprobeMulti(p, opts)
@@ -179,16 +179,10 @@ func attachFloor(b string, names []string, fn *kernel.Function) ([]io.Closer, *e
 	return closers, counts, nil
 }
 
-// floorStats is struct floor_stats of internal/bpf/floor.c.
-type floorStats struct {
-	Calls, TotalNs uint64
-	Hist           [64]uint64
-}
-
 // checkFloorCounted makes sure the stats floor counted every call, each
 // in its histogram.
 func checkFloorCounted(counts *ebpf.Map, want uint64) error {
-	var perCPU []floorStats
+	var perCPU []floor.FloorFloorStats
 	if err := counts.Lookup(uint32(0), &perCPU); err != nil {
 		return fmt.Errorf("read the stats floor's counts: %w", err)
 	}
@@ -208,12 +202,12 @@ func checkFloorCounted(counts *ebpf.Map, want uint64) error {
 // attachFsessionFloor loads the fsession program of the stats floor with
 // the floor's maps and attaches it to fn: with an fsession link, or for
 // tracing-multi with a tracing_multi link.
-func attachFsessionFloor(b string, ps *ebpf.ProgramSpec, maps map[string]*ebpf.Map, fn *kernel.Function) ([]io.Closer, error) {
+func attachFsessionFloor(b string, ps *ebpf.ProgramSpec, maps map[string]*ebpf.Map, fn trawl.Function) ([]io.Closer, error) {
 	insns, err := backend.RawInstructions(ps, maps)
 	if err != nil {
 		return nil, err
 	}
-	spec := rawbpf.TracingSpec{Name: "floor_stats", AttachType: rawbpf.AttachTraceFSession, AttachBTFID: fn.BTFID, Instructions: insns, License: "GPL"}
+	spec := rawbpf.TracingSpec{Name: "floor_stats", AttachType: rawbpf.AttachTraceFSession, AttachBTFID: btf.TypeID(fn.BTFID), Instructions: insns, License: "GPL"}
 	if b == string(trawl.BackendTracingMulti) {
 		spec.AttachType, spec.AttachBTFID = rawbpf.AttachTraceFSessionMulti, 0
 	}
@@ -223,7 +217,7 @@ func attachFsessionFloor(b string, ps *ebpf.ProgramSpec, maps map[string]*ebpf.M
 	}
 	var l link.Link
 	if b == string(trawl.BackendTracingMulti) {
-		l, err = rawbpf.AttachTracingMulti(p, rawbpf.AttachTraceFSessionMulti, []btf.TypeID{fn.BTFID}, nil)
+		l, err = rawbpf.AttachTracingMulti(p, rawbpf.AttachTraceFSessionMulti, []btf.TypeID{btf.TypeID(fn.BTFID)}, nil)
 	} else {
 		l, err = rawbpf.AttachTracing(p, rawbpf.AttachTraceFSession, 0)
 	}
@@ -235,7 +229,7 @@ func attachFsessionFloor(b string, ps *ebpf.ProgramSpec, maps map[string]*ebpf.M
 }
 
 // kprobeOptions attach a kprobe.multi link to fn's addresses.
-func kprobeOptions(fn *kernel.Function) link.KprobeMultiOptions {
+func kprobeOptions(fn trawl.Function) link.KprobeMultiOptions {
 	var opts link.KprobeMultiOptions
 	for _, a := range fn.Addrs {
 		opts.Addresses = append(opts.Addresses, uintptr(a))
@@ -360,32 +354,48 @@ func timePerCall(n int, call func() error) (float64, error) {
 // calls counts the calls perCall(n) makes.
 func calls(n int) uint64 { return uint64(n/10 + n/blocks*blocks) }
 
-// callSamples holds one backend's per-round measurements, ns per call.
-type callSamples struct {
-	base, empty, floor, trawl []float64 // floor stays empty without floor programs
-	stats                     []float64 // trawl's session with Config.Aggregate (--stats)
-	statsFloor                []float64 // the stats floor programs, where the backend has them
-	show                      []float64 // trawl's session with one --show expression
+// callRound is one round of a backend's measurements, ns per call.
+type callRound struct {
+	base, empty, floor, trawl float64 // floor is NaN without floor programs
+	stats                     float64 // trawl's session with Config.Aggregate (--stats)
+	statsFloor                float64 // the stats floor programs, NaN without them
+	show                      float64 // trawl's session with one --show expression
 	// gated is trawl with the function outside every --entry call, stack
 	// trawl with --stack, untracked trawl with --track on trackFunc,
 	// whose calls receive no tracked object, filtered the same session
 	// without --track.
-	gated, stack, untracked, filtered []float64
+	gated, stack, untracked, filtered float64
 	// gatedEmpty is the empty programs of the attach types of gated, for
 	// a backend whose programs differ with --entry (gatedEmpties).
-	gatedEmpty []float64
-	err        error
+	gatedEmpty float64
+}
+
+// callSeries are a backend's rounds, one series a quantity.
+type callSeries struct {
+	base, empty, floor, trawl, stats, statsFloor, show measure.Samples
+	gated, stack, untracked, filtered, gatedEmpty      measure.Samples
+}
+
+// seriesOf returns the series of rounds rs.
+func seriesOf(rs []callRound) callSeries {
+	var s callSeries
+	for _, r := range rs {
+		s.base, s.empty, s.floor, s.trawl = append(s.base, r.base), append(s.empty, r.empty), append(s.floor, r.floor), append(s.trawl, r.trawl)
+		s.stats, s.statsFloor, s.show = append(s.stats, r.stats), append(s.statsFloor, r.statsFloor), append(s.show, r.show)
+		s.gated, s.stack, s.untracked = append(s.gated, r.gated), append(s.stack, r.stack), append(s.untracked, r.untracked)
+		s.filtered, s.gatedEmpty = append(s.filtered, r.filtered), append(s.gatedEmpty, r.gatedEmpty)
+	}
+	return s
 }
 
 // benchCalls measures, in rounds, the time per call of callFunc with
 // nothing attached, with empty programs and with trawl, for each backend,
 // and prints the table. The measuring goroutine is pinned to CPU 0.
-func benchCalls(ctx context.Context, cat *kernel.Catalogue, backends []string, rounds int, target time.Duration) error {
-	fns := cat.Lookup(callFunc)
-	if len(fns) == 0 {
-		return fmt.Errorf("kernel has no %s", callFunc)
+func benchCalls(ctx context.Context, backends []string, rounds int, target time.Duration) error {
+	fn, err := lookup(callFunc)
+	if err != nil {
+		return err
 	}
-	fn := fns[0]
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var cpu0 unix.CPUSet
@@ -406,120 +416,114 @@ func benchCalls(ctx context.Context, cat *kernel.Catalogue, backends []string, r
 	}
 	n := min(max(int(float64(target.Nanoseconds())/probe), 2000), maxCalls)
 
-	samples := map[string]*callSamples{}
-	for _, b := range backends {
-		samples[b] = &callSamples{}
-	}
-	for r := range rounds {
-		for _, b := range backends {
-			s := samples[b]
-			if s.err != nil {
-				continue
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			s.err = measureRound(ctx, trig, b, fn, n, s)
-			fmt.Fprintf(os.Stderr, "trawl-bench: round %d %s: %v\n", r+1, b, s)
+	cases := make([]func(int) (callRound, error), len(backends))
+	for i, b := range backends {
+		cases[i] = func(k int) (callRound, error) {
+			r, err := measureRound(ctx, trig, b, fn, n)
+			fmt.Fprintf(os.Stderr, "trawl-bench: round %d %s: %s\n", k+1, b, summary(r, err))
+			return r, err
 		}
+	}
+	runs, err := measure.Turns(ctx, rounds, cases)
+	if err != nil {
+		return err
+	}
+	rows := make([]callRow, len(backends))
+	for i, b := range backends {
+		rows[i] = callRow{b, seriesOf(runs[i].Results), runs[i].Err}
 	}
 
 	fmt.Printf("### Per call\n\n")
-	fmt.Printf("`%s` (one int argument, int return) called by BPF_PROG_TEST_RUN of a tracing program, %d calls per measurement after %d warm-up calls, timed in %d blocks of which the fastest counts (host load only slows blocks down), on CPU 0 with the garbage collector off; per round and backend: no program (baseline), empty programs of the attach types trawl's backend uses (fentry + fexit, kprobe.multi + kretprobe.multi, kprobe.session, fsession, fsession.multi, kprobe + kretprobe), for fentry and kprobe-multi the floor programs of internal/bpf/floor.c (the least a tracer must do to report a call: entry time kept in task storage, one ring-buffer record of times, task, argument and return value at exit; the floor ratio is (floor - baseline) / (empty - baseline)); trawl's session on the function (no filter, ring buffer not read during the run; every call checked to be captured); trawl's session counting calls in the kernel (Config.Aggregate, what --stats runs; every call checked to be counted; stats ratio: (stats - baseline) / (empty - baseline), target at most 1.3); trawl's session with `--show %s` (a frame filled and the show code run per call). Median of %d rounds; the ratio is (trawl - baseline) / (empty - baseline) per round, median and range. Under `make bench` the guest's clock counts emulated instructions (`vmrun -icount`): a ns is one instruction, and the numbers repeat from run to run. Target: at most 1.5.\n\n", callFunc, n, n/10, blocks, showExpr, rounds)
-	fmt.Println("| backend | baseline ns/call | empty ns/call | floor ns/call | trawl ns/call | empty - baseline | floor - baseline | trawl - baseline | floor ratio | trawl / floor | ratio (median) | ratio (min-max) | stats - baseline | stats ratio | --show ns/call | --show - trawl |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-	for _, b := range backends {
-		s := samples[b]
-		switch {
-		case s.err != nil && notSupported(s.err):
-			fmt.Printf("| %s | not supported by this kernel | | | | | | | | | | | | | | |\n", b)
-			continue
-		case s.err != nil:
-			fmt.Printf("| %s | error: %s | | | | | | | | | | | | | | |\n", b, oneLine(s.err))
-			continue
-		}
-		var ratios []float64
-		for i := range s.base {
-			ratios = append(ratios, (s.trawl[i]-s.base[i])/(s.empty[i]-s.base[i]))
-		}
-		base, empty, tr := median(s.base), median(s.empty), median(s.trawl)
-		floor := []string{"-", "-", "-", "-"} // ns/call, - baseline, floor ratio, trawl / floor
-		if f := median(s.floor); len(s.floor) > 0 {
-			floor = []string{fmt.Sprintf("%.0f", f), fmt.Sprintf("%.0f", f-base), fmt.Sprintf("%.2f", (f-base)/(empty-base)), fmt.Sprintf("%.2f", (tr-base)/(f-base))}
-		}
-		st, show := median(s.stats), median(s.show)
-		fmt.Printf("| %s | %.0f | %.0f | %s | %.0f | %.0f | %s | %.0f | %s | %s | %.2f | %.2f-%.2f | %.0f | %.2f | %.0f | %.0f |\n", b, base, empty, floor[0], tr, empty-base, floor[1], tr-base,
-			floor[2], floor[3], median(ratios), slices.Min(ratios), slices.Max(ratios), st-base, (st-base)/(empty-base), show, show-tr)
-	}
-	fmt.Println()
-	printStats(backends, samples)
-	printGateStack(backends, samples)
-	printTrack(backends, samples)
+	fmt.Printf("`%s` (one int argument, int return) called by BPF_PROG_TEST_RUN of a tracing program, %d calls per measurement after %d warm-up calls, timed in %d blocks of which the fastest counts (host load only slows blocks down), on CPU 0 with the garbage collector off; per round and backend: no program (baseline), empty programs of the attach types trawl's backend uses (fentry + fexit, kprobe.multi + kretprobe.multi, kprobe.session, fsession, fsession.multi, kprobe + kretprobe), for fentry and kprobe-multi the floor programs of cmd/trawl-bench/floor/floor.c (the least a tracer must do to report a call: entry time kept in task storage, one ring-buffer record of times, task, argument and return value at exit; the floor ratio is (floor - baseline) / (empty - baseline)); trawl's session on the function (no filter, ring buffer not read during the run; every call checked to be captured); trawl's session counting calls in the kernel (Config.Aggregate, what --stats runs; every call checked to be counted; stats ratio: (stats - baseline) / (empty - baseline), target at most 1.3); trawl's session with `--show %s` (a frame filled and the show code run per call). Median of %d rounds; the ratio is (trawl - baseline) / (empty - baseline) per round, median and range. Under `make bench` the guest's clock counts emulated instructions (`vmrun -icount`): a ns is one instruction, and the numbers repeat from run to run. Target: at most 1.5.\n\n", callFunc, n, n/10, blocks, showExpr, rounds)
+	printCalls(os.Stdout, rows)
+	printStats(os.Stdout, rows)
+	printGateStack(os.Stdout, rows)
+	printTrack(os.Stdout, rows)
 	return nil
 }
 
-// printStats prints the table of --stats against the stats floor.
-func printStats(backends []string, samples map[string]*callSamples) {
-	fmt.Printf("### Per call: --stats against its floor\n\n")
-	fmt.Printf("The same calls and rounds. Stats: trawl's session counting the calls in the kernel (as in the first table). Stats floor: the programs of internal/bpf/floor.c that do the least a tracer must do to count a call and its duration in the kernel (entry time in task storage, or in the session cookie for the session attach types; per-CPU counts of calls, total time and a log2 histogram; every call checked to be counted), attached as trawl's backend attaches. stats floor ratio = (stats floor - baseline) / (empty - baseline): no in-kernel aggregation of durations can cost less than that times the empty programs; stats / floor = (stats - baseline) / (stats floor - baseline). Medians of the rounds.\n\n")
-	fmt.Println("| backend | empty - baseline | stats floor - baseline | stats - baseline | stats floor ratio | stats ratio | stats / floor |")
-	fmt.Println("|---|---|---|---|---|---|---|")
-	for _, b := range backends {
-		s := samples[b]
-		if s.err != nil || len(s.statsFloor) == 0 {
+// printCalls writes the rows of the per-call table.
+func printCalls(w io.Writer, rows []callRow) {
+	t := measure.NewTable(w, "backend", "baseline ns/call", "empty ns/call", "floor ns/call", "trawl ns/call", "empty - baseline", "floor - baseline", "trawl - baseline", "floor ratio", "trawl / floor", "ratio (median)", "ratio (min-max)", "stats - baseline", "stats ratio", "--show ns/call", "--show - trawl")
+	for _, row := range rows {
+		if failedRow(t, row.backend, row.err) {
 			continue
 		}
-		base, empty, floor, st := median(s.base), median(s.empty), median(s.statsFloor), median(s.stats)
-		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f |\n", b, empty-base, floor-base, st-base,
-			(floor-base)/(empty-base), (st-base)/(empty-base), (st-base)/(floor-base))
+		s := row.s
+		base, empty, tr := s.base.Median(), s.empty.Median(), s.trawl.Median()
+		ratios := measure.Over(s.trawl, s.base, s.empty)
+		fl := []string{"-", "-", "-", "-"} // ns/call, - baseline, floor ratio, trawl / floor
+		if f := s.floor.Median(); !math.IsNaN(f) {
+			fl = []string{measure.Ns(f), measure.Ns(f - base), measure.Times(measure.Ratio(f, base, empty)), measure.Times(measure.Ratio(tr, base, f))}
+		}
+		st, show := s.stats.Median(), s.show.Median()
+		t.Row(row.backend, measure.Ns(base), measure.Ns(empty), fl[0], measure.Ns(tr), measure.Ns(empty-base), fl[1], measure.Ns(tr-base),
+			fl[2], fl[3], measure.Times(ratios.Median()), measure.Range(ratios), measure.Ns(st-base), measure.Times(measure.Ratio(st, base, empty)), measure.Ns(show), measure.Ns(show-tr))
 	}
-	fmt.Println()
+	t.End()
+}
+
+// callRow is a backend's row of the per-call tables: its series, or the
+// error that stopped its measurements.
+type callRow struct {
+	backend string
+	s       callSeries
+	err     error
+}
+
+// printStats prints the table of --stats against the stats floor.
+func printStats(w io.Writer, rows []callRow) {
+	fmt.Fprintf(w, "### Per call: --stats against its floor\n\n")
+	fmt.Fprintf(w, "The same calls and rounds. Stats: trawl's session counting the calls in the kernel (as in the first table). Stats floor: the programs of cmd/trawl-bench/floor/floor.c that do the least a tracer must do to count a call and its duration in the kernel (entry time in task storage, or in the session cookie for the session attach types; per-CPU counts of calls, total time and a log2 histogram; every call checked to be counted), attached as trawl's backend attaches. stats floor ratio = (stats floor - baseline) / (empty - baseline): no in-kernel aggregation of durations can cost less than that times the empty programs; stats / floor = (stats - baseline) / (stats floor - baseline). Medians of the rounds.\n\n")
+	t := measure.NewTable(w, "backend", "empty - baseline", "stats floor - baseline", "stats - baseline", "stats floor ratio", "stats ratio", "stats / floor")
+	for _, row := range rows {
+		s := row.s
+		if row.err != nil || len(s.base) == 0 || math.IsNaN(s.statsFloor.Median()) {
+			continue
+		}
+		base, empty, floor, st := s.base.Median(), s.empty.Median(), s.statsFloor.Median(), s.stats.Median()
+		t.Row(row.backend, measure.Ns(empty-base), measure.Ns(floor-base), measure.Ns(st-base),
+			measure.Times(measure.Ratio(floor, base, empty)), measure.Times(measure.Ratio(st, base, empty)), measure.Times(measure.Ratio(st, base, floor)))
+	}
+	t.End()
 }
 
 // printGateStack prints the table of the per-call costs of the --entry
 // gate and of --stack.
-func printGateStack(backends []string, samples map[string]*callSamples) {
-	fmt.Printf("### Per call: the --entry gate and --stack\n\n")
-	fmt.Printf("The same calls and rounds. Gated: trawl's session on `%s` with `--entry %s`, which the calls are never inside, so each is left out by the gate in the kernel (every call checked to be counted outside); gate ratio = (gated - baseline) / (empty - baseline), target at most 1.2, the empty programs being of the attach types trawl attaches with --entry (for fsession an fentry and an fexit program). Stack: trawl's session with `--stack` (every call checked to be captured with its stack); stack / trawl = (stack - baseline) / (trawl - baseline). Medians of the rounds.\n\n", callFunc, gateEntry)
-	fmt.Println("| backend | empty - baseline | gated - baseline | gate ratio (median) | gate ratio (min-max) | trawl - baseline | stack - baseline | stack / trawl |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
-	for _, b := range backends {
-		s := samples[b]
-		if s.err != nil || len(s.gated) == 0 {
+func printGateStack(w io.Writer, rows []callRow) {
+	fmt.Fprintf(w, "### Per call: the --entry gate and --stack\n\n")
+	fmt.Fprintf(w, "The same calls and rounds. Gated: trawl's session on `%s` with `--entry %s`, which the calls are never inside, so each is left out by the gate in the kernel (every call checked to be counted outside); gate ratio = (gated - baseline) / (empty - baseline), target at most 1.2, the empty programs being of the attach types trawl attaches with --entry (for fsession an fentry and an fexit program). Stack: trawl's session with `--stack` (every call checked to be captured with its stack); stack / trawl = (stack - baseline) / (trawl - baseline). Medians of the rounds.\n\n", callFunc, gateEntry)
+	t := measure.NewTable(w, "backend", "empty - baseline", "gated - baseline", "gate ratio (median)", "gate ratio (min-max)", "trawl - baseline", "stack - baseline", "stack / trawl")
+	for _, row := range rows {
+		s := row.s
+		if row.err != nil || len(s.gated) == 0 {
 			continue
 		}
-		var ratios []float64
-		for i := range s.base {
-			ratios = append(ratios, (s.gated[i]-s.base[i])/(s.gatedEmpty[i]-s.base[i]))
-		}
-		base, empty, tr, gated, stack := median(s.base), median(s.gatedEmpty), median(s.trawl), median(s.gated), median(s.stack)
-		fmt.Printf("| %s | %.0f | %.0f | %.2f | %.2f-%.2f | %.0f | %.0f | %.2f |\n", b, empty-base, gated-base, median(ratios),
-			slices.Min(ratios), slices.Max(ratios), tr-base, stack-base, (stack-base)/(tr-base))
+		ratios := measure.Over(s.gated, s.base, s.gatedEmpty)
+		base, empty, tr, gated, stack := s.base.Median(), s.gatedEmpty.Median(), s.trawl.Median(), s.gated.Median(), s.stack.Median()
+		t.Row(row.backend, measure.Ns(empty-base), measure.Ns(gated-base), measure.Times(ratios.Median()), measure.Range(ratios),
+			measure.Ns(tr-base), measure.Ns(stack-base), measure.Times(measure.Ratio(stack, base, tr)))
 	}
-	fmt.Println()
+	t.End()
 }
 
 // printTrack prints the table of the per-call cost of --track for a
 // call that receives no tracked object.
-func printTrack(backends []string, samples map[string]*callSamples) {
-	fmt.Printf("### Per call: an untracked call with --track\n\n")
-	fmt.Printf("The same test runs and rounds. Untracked: trawl's session on `%s` (which each test run calls with a pointer to a struct on its stack) with `--track '%s'` and `--comm %s`, which no task has: each call is looked up among the tracked objects, found in none, and left out in the kernel (every call checked to be counted as filtered, none tracked). Filtered: the same session without --track, each call left out by --comm alone; untracked - filtered is what --track adds to a call of another task. untracked ratio = (untracked - baseline) / (empty - baseline), the empty programs being on `%s`; gated is the --entry gate's call left out, for comparison. Medians of the rounds.\n\n", trackFunc, trackType, untrackedComm, callFunc)
-	fmt.Println("| backend | empty - baseline | gated - baseline | filtered - baseline | untracked - baseline | untracked - filtered | untracked ratio (median) | untracked ratio (min-max) |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
-	for _, b := range backends {
-		s := samples[b]
-		if s.err != nil || len(s.untracked) == 0 {
+func printTrack(w io.Writer, rows []callRow) {
+	fmt.Fprintf(w, "### Per call: an untracked call with --track\n\n")
+	fmt.Fprintf(w, "The same test runs and rounds. Untracked: trawl's session on `%s` (which each test run calls with a pointer to a struct on its stack) with `--track '%s'` and `--comm %s`, which no task has: each call is looked up among the tracked objects, found in none, and left out in the kernel (every call checked to be counted as filtered, none tracked). Filtered: the same session without --track, each call left out by --comm alone; untracked - filtered is what --track adds to a call of another task. untracked ratio = (untracked - baseline) / (empty - baseline), the empty programs being on `%s`; gated is the --entry gate's call left out, for comparison. Medians of the rounds.\n\n", trackFunc, trackType, untrackedComm, callFunc)
+	t := measure.NewTable(w, "backend", "empty - baseline", "gated - baseline", "filtered - baseline", "untracked - baseline", "untracked - filtered", "untracked ratio (median)", "untracked ratio (min-max)")
+	for _, row := range rows {
+		s := row.s
+		if row.err != nil || len(s.untracked) == 0 {
 			continue
 		}
-		var ratios []float64
-		for i := range s.base {
-			ratios = append(ratios, (s.untracked[i]-s.base[i])/(s.empty[i]-s.base[i]))
-		}
-		base, empty, gated, untracked, filtered := median(s.base), median(s.empty), median(s.gated), median(s.untracked), median(s.filtered)
-		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f-%.2f |\n", b, empty-base, gated-base, filtered-base, untracked-base, untracked-filtered,
-			median(ratios), slices.Min(ratios), slices.Max(ratios))
+		ratios := measure.Over(s.untracked, s.base, s.empty)
+		base, empty, gated, untracked, filtered := s.base.Median(), s.empty.Median(), s.gated.Median(), s.untracked.Median(), s.filtered.Median()
+		t.Row(row.backend, measure.Ns(empty-base), measure.Ns(gated-base), measure.Ns(filtered-base), measure.Ns(untracked-base), measure.Ns(untracked-filtered),
+			measure.Times(ratios.Median()), measure.Range(ratios))
 	}
-	fmt.Println()
+	t.End()
 }
 
 // The --track measurement: trackFunc takes a pointer of trackType, to a
@@ -586,32 +590,32 @@ func checkOutside(s *trawl.Session, want uint64) error {
 // buffer (about 200 bytes a call), which is not read while measuring.
 const maxCalls = 40000
 
-// measureRound adds one baseline, one empty and one trawl measurement of
-// backend b to s.
-func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Function, n int, s *callSamples) error {
+// measureRound measures one round of backend b.
+func measureRound(ctx context.Context, trig *trigger, b string, fn trawl.Function, n int) (callRound, error) {
+	r := callRound{floor: math.NaN(), statsFloor: math.NaN()}
 	base, err := trig.perCall(n)
 	if err != nil {
-		return err
+		return r, err
 	}
 
 	attach, ok := empties[b]
 	if !ok {
-		return fmt.Errorf("the bench has no empty program for backend %s", b)
+		return r, fmt.Errorf("the bench has no empty program for backend %s", b)
 	}
 	closers, err := attach(fn)
 	if err != nil {
-		return err
+		return r, err
 	}
 	empty, err := trig.perCall(n)
 	if cerr := closeAll(closers); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return err
+		return r, err
 	}
 
 	if closers, _, err = attachFloor(b, floorProgs[b], fn); err != nil {
-		return err
+		return r, err
 	}
 	if closers != nil {
 		floor, err := trig.perCall(n)
@@ -619,32 +623,32 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 			err = cerr
 		}
 		if err != nil {
-			return err
+			return r, err
 		}
-		s.floor = append(s.floor, floor)
+		r.floor = floor
 	}
 
 	captured := func(sess *trawl.Session) error { return checkCaptured(sess, calls(n)) }
 	tr, err := measureTrawl(ctx, trig, trawl.Config{Backend: trawl.Backend(b)}, n, captured)
 	if err != nil {
-		return err
+		return r, err
 	}
 	gated, err := measureTrawl(ctx, trig, trawl.Config{Backend: trawl.Backend(b), Entries: []string{gateEntry}}, n,
 		func(sess *trawl.Session) error { return checkOutside(sess, calls(n)) })
 	if err != nil {
-		return fmt.Errorf("--entry: %w", err)
+		return r, fmt.Errorf("--entry: %w", err)
 	}
 	gatedEmpty := empty
 	if attach, ok := gatedEmpties[b]; ok {
 		if closers, err = attach(fn); err != nil {
-			return err
+			return r, err
 		}
 		gatedEmpty, err = trig.perCall(n)
 		if cerr := closeAll(closers); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return err
+			return r, err
 		}
 	}
 	stack, err := measureTrawl(ctx, trig, trawl.Config{Backend: trawl.Backend(b), Stack: true}, n, func(sess *trawl.Session) error {
@@ -654,22 +658,22 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 		return captured(sess)
 	})
 	if err != nil {
-		return fmt.Errorf("--stack: %w", err)
+		return r, fmt.Errorf("--stack: %w", err)
 	}
 	untracked, err := measureTrawl(ctx, trig, trawl.Config{Patterns: []string{trackFunc}, Backend: trawl.Backend(b), Track: trackType, Comm: untrackedComm}, n,
 		func(sess *trawl.Session) error { return checkUntracked(sess, calls(n)) })
 	if err != nil {
-		return fmt.Errorf("--track: %w", err)
+		return r, fmt.Errorf("--track: %w", err)
 	}
 	filtered, err := measureTrawl(ctx, trig, trawl.Config{Patterns: []string{trackFunc}, Backend: trawl.Backend(b), Comm: untrackedComm}, n,
 		func(sess *trawl.Session) error { return checkUntracked(sess, calls(n)) })
 	if err != nil {
-		return fmt.Errorf("--comm: %w", err)
+		return r, fmt.Errorf("--comm: %w", err)
 	}
 
 	sess, err := trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: trawl.Backend(b), Aggregate: true})
 	if err != nil {
-		return err
+		return r, err
 	}
 	st, err := trig.perCall(n)
 	if err == nil {
@@ -679,12 +683,12 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 		err = cerr
 	}
 	if err != nil {
-		return err
+		return r, err
 	}
 
 	closers, counts, err := attachFloor(b, statsFloorProgs[b], fn)
 	if err != nil {
-		return fmt.Errorf("stats floor: %w", err)
+		return r, fmt.Errorf("stats floor: %w", err)
 	}
 	if closers != nil {
 		statsFloor, err := trig.perCall(n)
@@ -695,14 +699,14 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 			err = cerr
 		}
 		if err != nil {
-			return fmt.Errorf("stats floor: %w", err)
+			return r, fmt.Errorf("stats floor: %w", err)
 		}
-		s.statsFloor = append(s.statsFloor, statsFloor)
+		r.statsFloor = statsFloor
 	}
 
 	sess, err = trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: trawl.Backend(b), Show: []string{showExpr}})
 	if err != nil {
-		return err
+		return r, err
 	}
 	show, err := trig.perCall(n)
 	if err == nil {
@@ -712,14 +716,11 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn *kernel.Funct
 		err = cerr
 	}
 	if err != nil {
-		return err
+		return r, err
 	}
-	s.base, s.empty, s.trawl, s.stats = append(s.base, base), append(s.empty, empty), append(s.trawl, tr), append(s.stats, st)
-	s.show = append(s.show, show)
-	s.gated, s.stack, s.untracked = append(s.gated, gated), append(s.stack, stack), append(s.untracked, untracked)
-	s.gatedEmpty = append(s.gatedEmpty, gatedEmpty)
-	s.filtered = append(s.filtered, filtered)
-	return nil
+	r.base, r.empty, r.trawl, r.stats, r.show = base, empty, tr, st, show
+	r.gated, r.stack, r.untracked, r.filtered, r.gatedEmpty = gated, stack, untracked, filtered, gatedEmpty
+	return r, nil
 }
 
 // showExpr is the --show expression of the show column: callFunc's
@@ -756,32 +757,12 @@ func checkCaptured(s *trawl.Session, want uint64) error {
 	return nil
 }
 
-// String summarises the last round.
-func (s *callSamples) String() string {
-	if s.err != nil {
-		return "error: " + s.err.Error()
-	}
-	if len(s.base) == 0 {
-		return "no samples"
-	}
-	i := len(s.base) - 1
+// String summarises the round.
+func (r callRound) String() string {
 	floor := ""
-	if len(s.floor) > 0 {
-		floor = fmt.Sprintf(", floor %.0f ns", s.floor[i])
+	if !math.IsNaN(r.floor) {
+		floor = fmt.Sprintf(", floor %.0f ns", r.floor)
 	}
 	return fmt.Sprintf("baseline %.0f ns, empty %.0f ns%s, trawl %.0f ns, trawl --stats %.0f ns, --show %.0f ns, gated %.0f ns, --stack %.0f ns, --track untracked %.0f ns",
-		s.base[i], s.empty[i], floor, s.trawl[i], s.stats[i], s.show[i], s.gated[i], s.stack[i], s.untracked[i])
-}
-
-// median returns the median of xs, NaN when empty.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+		r.base, r.empty, floor, r.trawl, r.stats, r.show, r.gated, r.stack, r.untracked)
 }
