@@ -273,14 +273,19 @@ func (f *traceFlags) validate(command []string) error {
 }
 
 // checkWritable checks that path ("" for none) can be created or
-// overwritten, without touching it.
+// overwritten, without touching it. trawl runs as root in directories
+// others can write to, such as /tmp: it refuses to write through a
+// symbolic link, to anything but a regular file, and to a file another
+// user owns, so that a link or file planted there cannot make it
+// overwrite what it points to. openOutput checks the same again as it
+// opens the file.
 func checkWritable(path string) error {
 	if path == "" {
 		return nil
 	}
-	if fi, err := os.Stat(path); err == nil {
-		if fi.IsDir() {
-			return fmt.Errorf("%w: %s is a directory", errUsage, path)
+	if fi, err := os.Lstat(path); err == nil {
+		if err := checkOutput(path, fi); err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 		if err := syscall.Access(path, unix.W_OK); err != nil {
 			return fmt.Errorf("cannot write %s: %w", path, err)
@@ -292,6 +297,102 @@ func checkWritable(path string) error {
 		return fmt.Errorf("cannot create %s: directory %s: %w", path, dir, err)
 	}
 	return nil
+}
+
+// errOutput marks an output file trawl refuses to write.
+var errOutput = errors.New("refusing to write")
+
+// checkOutput refuses an existing output file that is a symbolic link,
+// not a regular file, or owned by another user than the one trawl runs
+// as.
+func checkOutput(path string, fi os.FileInfo) error {
+	switch mode := fi.Mode(); {
+	case mode&os.ModeSymlink != 0:
+		return fmt.Errorf("%w %s: it is a symbolic link", errOutput, path)
+	case mode.IsDir():
+		return fmt.Errorf("%w %s: it is a directory", errOutput, path)
+	case !mode.IsRegular():
+		return fmt.Errorf("%w %s: it is not a regular file", errOutput, path)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%w %s: it belongs to another user (uid %d)", errOutput, path, st.Uid)
+	}
+	return nil
+}
+
+// openOutput opens path for writing as checkWritable describes: it never
+// follows a symbolic link (O_NOFOLLOW), never blocks on a FIFO
+// (O_NONBLOCK), creates the file with mode 0600 (before the umask), and
+// truncates an existing file only once it has checked that it is a
+// regular file of trawl's user.
+func openOutput(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		switch {
+		case errors.Is(err, unix.ELOOP):
+			return nil, fmt.Errorf("%w %s: it is a symbolic link", errOutput, path)
+		case errors.Is(err, unix.EISDIR):
+			return nil, fmt.Errorf("%w %s: it is a directory", errOutput, path)
+		case errors.Is(err, unix.ENXIO):
+			// A FIFO no one reads, or a device without its driver.
+			return nil, fmt.Errorf("%w %s: it is not a regular file", errOutput, path)
+		}
+		return nil, fmt.Errorf("cannot open %s: %w", path, err)
+	}
+	file := os.NewFile(uintptr(fd), path)
+	fi, err := file.Stat()
+	if err == nil {
+		err = checkOutput(path, fi)
+	}
+	if err == nil {
+		err = unix.SetNonblock(fd, false)
+	}
+	if err == nil {
+		err = file.Truncate(0)
+	}
+	if err != nil {
+		file.Close()
+		if errors.Is(err, errOutput) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("cannot open %s: %w", path, err)
+	}
+	return file, nil
+}
+
+// outputFile is the file of -o or --perfetto: its errors name it, and
+// closing it syncs it first, so that every error of writing it is seen.
+type outputFile struct {
+	file *os.File
+}
+
+func (o *outputFile) Write(p []byte) (int, error) {
+	n, err := o.file.Write(p)
+	if err != nil {
+		err = fmt.Errorf("writing %s: %w", o.file.Name(), unwrapPath(err))
+	}
+	return n, err
+}
+
+// Close syncs and closes the file.
+func (o *outputFile) Close() error {
+	err := o.file.Sync()
+	if cerr := o.file.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", o.file.Name(), unwrapPath(err))
+	}
+	return nil
+}
+
+// unwrapPath drops the *os.PathError around err, whose message would
+// repeat the file's name.
+func unwrapPath(err error) error {
+	if pe := (*os.PathError)(nil); errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // Exit statuses besides 0, 1 and 2 (usage) and the traced command's own.
@@ -311,7 +412,7 @@ func (e *exitError) Error() string { return e.msg }
 
 // runTrace traces the functions patterns select, in command (if any) or
 // the whole system, as the flags f say.
-func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, stdout, stderr io.Writer) error {
+func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, stdout, stderr io.Writer) (err error) {
 	cfg := f.config(patterns)
 	if err := f.validate(command); err != nil {
 		return err
@@ -337,7 +438,6 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	}
 
 	var child *gatedCommand
-	var err error
 	var ln net.Listener
 	if f.listen != "" {
 		if ln, err = listenMetrics(f.listen); err != nil {
@@ -381,7 +481,17 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	if err != nil {
 		return err
 	}
-	defer closeOut()
+	defer func() {
+		// An error writing the output ends the run with status 1, even
+		// when the command's status would be returned.
+		if cerr := closeOut(); cerr != nil {
+			if ee := (*exitError)(nil); err == nil || errors.As(err, &ee) {
+				err = cerr
+			} else {
+				err = errors.Join(err, cerr)
+			}
+		}
+	}()
 	r, err := f.renderer(ctx, out, s, notices)
 	if err != nil {
 		return err
@@ -579,17 +689,19 @@ func (f *traceFlags) outputFormat() string {
 	return f.format
 }
 
-// open creates the output file of -o or --perfetto, or returns stdout.
-func (f *traceFlags) open(stdout io.Writer) (io.Writer, func(), error) {
+// open creates the output file of -o or --perfetto, or returns stdout,
+// with the function that closes it.
+func (f *traceFlags) open(stdout io.Writer) (io.Writer, func() error, error) {
 	path := cmp.Or(f.output, f.perfetto)
 	if path == "" {
-		return stdout, func() {}, nil
+		return stdout, func() error { return nil }, nil
 	}
-	file, err := os.Create(path)
+	file, err := openOutput(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	return file, func() { file.Close() }, nil
+	out := &outputFile{file: file}
+	return out, out.Close, nil
 }
 
 // colorFor says whether --color asks for colours on w.
