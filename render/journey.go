@@ -178,12 +178,12 @@ func (j *Journeys) appendHeader(b []byte, id uint64, calls []call.Call) []byte {
 		b = j.f.color(b, colReset)
 	} else {
 		b = append(b, ", ended by "...)
-		b = append(b, calls[end].Func...)
+		b = appendEscaped(b, calls[end].Func)
 	}
 	if r, ok := dropReason(calls); ok {
 		b = append(b, ", reason="...)
 		b = j.f.color(b, colErr)
-		b = append(b, r...)
+		b = appendEscaped(b, r)
 		b = j.f.color(b, colReset)
 	}
 	return append(b, '\n')

@@ -70,9 +70,9 @@ func (s *Stats) load() {
 	}
 	clear(s.funcs)
 	for _, f := range fs {
-		name := f.Func
+		name := escaped(f.Func)
 		if f.Module != "" {
-			name = f.Module + ":" + f.Func
+			name = escaped(f.Module) + ":" + name
 		}
 		s.funcs[name] = &funcStats{name: name, calls: f.Calls, errors: f.Errors, total: f.Total, hist: f.Latency}
 	}
@@ -97,9 +97,9 @@ func NewStats(w io.Writer, opts StatsOptions) (*Stats, error) {
 // Call adds c to its function's figures. Calls whose exit was not seen
 // count no latency.
 func (s *Stats) Call(c *call.Call) error {
-	name := c.Func
+	name := escaped(c.Func)
 	if c.Module != "" {
-		name = c.Module + ":" + c.Func
+		name = escaped(c.Module) + ":" + name
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

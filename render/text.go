@@ -97,7 +97,7 @@ func (f *formatter) appendTime(b []byte, ts uint64) []byte {
 // appendTask appends comm[pid] or comm[pid/tid] for threads.
 func (f *formatter) appendTask(b []byte, c *call.Call) []byte {
 	b = f.color(b, colTask)
-	b = append(b, c.Comm...)
+	b = appendEscaped(b, c.Comm)
 	b = append(b, '[')
 	b = strconv.AppendUint(b, uint64(c.PID), 10)
 	if c.TID != c.PID {
@@ -112,10 +112,10 @@ func (f *formatter) appendTask(b []byte, c *call.Call) []byte {
 func (f *formatter) appendCall(b []byte, c *call.Call) []byte {
 	b = f.color(b, colFunc)
 	if c.Module != "" {
-		b = append(b, c.Module...)
+		b = appendEscaped(b, c.Module)
 		b = append(b, ':')
 	}
-	b = append(b, c.Func...)
+	b = appendEscaped(b, c.Func)
 	b = f.color(b, colReset)
 	b = append(b, '(')
 	if c.Flags&call.ExitOnly != 0 {
@@ -144,7 +144,7 @@ func (f *formatter) appendCall(b []byte, c *call.Call) []byte {
 			b = append(b, " |"...)
 		}
 		b = append(b, ' ')
-		b = append(b, c.Show[i].Name...)
+		b = appendEscaped(b, c.Show[i].Name)
 		b = append(b, '=')
 		b = f.appendValue(b, &c.Show[i])
 	}
@@ -173,7 +173,7 @@ func (f *formatter) appendStack(b []byte, c *call.Call, indent int) []byte {
 			b = append(b, ' ')
 		}
 		b = f.color(b, colNote)
-		b = append(b, frame...)
+		b = appendEscaped(b, frame)
 		b = f.color(b, colReset)
 		b = append(b, '\n')
 	}
@@ -186,7 +186,7 @@ func appendName(b []byte, name string, i int) []byte {
 		b = append(b, "arg"...)
 		return strconv.AppendInt(b, int64(i), 10)
 	}
-	return append(b, name...)
+	return appendEscaped(b, name)
 }
 
 // appendDuration appends ns in a unit that keeps it short: 850ns, 12.3µs,
@@ -242,7 +242,7 @@ func (f *formatter) appendValue(b []byte, v *call.Value) []byte {
 		if v.Str == "" {
 			return strconv.AppendUint(b, v.Uint(), 10)
 		}
-		return append(b, v.Str...)
+		return appendEscaped(b, v.Str)
 	case call.KindString:
 		b = strconv.AppendQuote(b, v.Str)
 		if v.More > 0 || v.IsTruncated() {
@@ -285,7 +285,7 @@ func (f *formatter) appendFields(b []byte, v *call.Value, open, close byte) []by
 			b = append(b, ", "...)
 		}
 		if open == '{' {
-			b = append(b, v.Fields[i].Name...)
+			b = appendEscaped(b, v.Fields[i].Name)
 			b = append(b, '=')
 		}
 		b = f.appendValue(b, &v.Fields[i])
@@ -314,7 +314,7 @@ func appendPointer(b []byte, v *call.Value) []byte {
 	case v.Uint() == 0:
 		return append(b, "NULL"...)
 	case v.Str != "":
-		b = append(b, v.Str...)
+		b = appendEscaped(b, v.Str)
 		if v.Off != 0 {
 			b = append(b, "+0x"...)
 			b = strconv.AppendUint(b, v.Off, 16)
@@ -335,7 +335,7 @@ func appendErrno(b []byte, v *call.Value) []byte {
 		return strconv.AppendInt(b, v.Int(), 10)
 	}
 	b = append(b, '-')
-	return append(b, v.Str...)
+	return appendEscaped(b, v.Str)
 }
 
 const hexDigits = "0123456789abcdef"
