@@ -22,7 +22,7 @@ import (
 )
 
 // interrupts is what main's signal handler shares with a run: the first
-// SIGINT or SIGTERM cancels the run's context and stops the trace; a
+// SIGINT, SIGTERM or SIGHUP cancels the run's context and stops the trace; a
 // second one skips the drain and the detach, and exits at once.
 type interrupts struct {
 	sig       atomic.Int32  // the first signal's number, 0 before
@@ -32,8 +32,10 @@ type interrupts struct {
 
 type interruptsKey struct{}
 
-// handleSignals returns a context cancelled by the first SIGINT or
-// SIGTERM. A second one closes the hurry channel and, when the run is
+// handleSignals returns a context cancelled by the first SIGINT, SIGTERM
+// or SIGHUP (the terminal or the ssh connection trawl runs in went away:
+// the trace ends as at Ctrl-C, its output flushed and the summary
+// printed, rather than being killed with its output lost). A second one closes the hurry channel and, when the run is
 // detaching or has not exited a second later, exits with 128 + its number:
 // the kernel detaches whatever trawl's closed descriptors held.
 // SIGPIPE is caught so that writes to a closed pipe fail with EPIPE (and
@@ -42,7 +44,7 @@ func handleSignals() context.Context {
 	in := &interrupts{hurry: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), interruptsKey{}, in))
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	go func() {
 		sig := (<-sigs).(syscall.Signal)

@@ -340,17 +340,18 @@ func TestStopUnderLoad(t *testing.T) {
 }
 
 // TestStopSystemWide traces the whole system while a hot loop runs, and
-// stops the trace with SIGINT, with two SIGINTs, and by closing the pipe
-// trawl writes to.
+// stops the trace with SIGTERM, SIGHUP, two SIGINTs, and by closing the
+// pipe trawl writes to.
 func TestStopSystemWide(t *testing.T) {
 	guest.Require(t)
 	for _, tc := range []struct {
 		name    string
-		signals int
+		signals int // how many SIGINTs; -1: SIGTERM, -2: SIGHUP, 0: close the pipe
 		status  int
 		want    string
 	}{
 		{"sigterm", -1, 0, "stopping: interrupted"},
+		{"sighup", -2, 0, "stopping: interrupted"},
 		{"sigint-twice", 2, 128 + int(syscall.SIGINT), "interrupted twice"},
 		{"epipe", 0, 0, "the output's reader went away"},
 	} {
@@ -411,6 +412,8 @@ func TestStopSystemWide(t *testing.T) {
 				stdout.Close()
 			case -1:
 				cmd.Process.Signal(syscall.SIGTERM)
+			case -2:
+				cmd.Process.Signal(syscall.SIGHUP)
 			default:
 				// The next SIGINT once trawl has taken the first: two
 				// sent before it runs are one pending signal (a busy
