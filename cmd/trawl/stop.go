@@ -154,10 +154,16 @@ type gatedCommand struct {
 	waitErr error
 }
 
-// gateCommand is the hidden subcommand that waits on fd 3, then execs.
-const gateCommand = "__gate"
+// gateCommand is the hidden subcommand that waits on fd 3, then execs,
+// with gateUser UID:GID:GROUPS first as that user.
+const (
+	gateCommand = "__gate"
+	gateUser    = "--user"
+)
 
-func startGated(command []string, stdout, stderr io.Writer) (*gatedCommand, error) {
+// startGated starts command held at the gate, as the user cred names
+// (nil: as trawl's own).
+func startGated(command []string, cred *credential, stdout, stderr io.Writer) (*gatedCommand, error) {
 	path, err := exec.LookPath(command[0])
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 		return nil, &exitError{status: exitNotFound, msg: fmt.Sprintf("command %s: not found", command[0])}
@@ -173,7 +179,14 @@ func startGated(command []string, stdout, stderr io.Writer) (*gatedCommand, erro
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, append([]string{gateCommand, path}, command...)...)
+	args := []string{gateCommand}
+	if cred != nil {
+		args = append(args, gateUser, cred.arg())
+	}
+	cmd := exec.Command(exe, append(append(args, path), command...)...)
+	if cred != nil {
+		cmd.Env = cred.environ(os.Environ())
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	cmd.ExtraFiles = []*os.File{r}
 	if err := cmd.Start(); err != nil {
@@ -238,10 +251,17 @@ func (g *gatedCommand) status() error {
 	return g.waitErr
 }
 
-// runGate waits for trawl to release it, then becomes the command.
+// runGate waits for trawl to release it, then becomes the command, as
+// the user -u names if it does: the gate starts as root and drops its
+// privileges itself, so that trawl's own binary need not be readable by
+// that user.
 func runGate(_ context.Context, args []string, _, _ io.Writer) error {
+	var cred string
+	if len(args) > 1 && args[0] == gateUser {
+		cred, args = args[1], args[2:]
+	}
 	if len(args) < 2 {
-		return fmt.Errorf("%w: %s PATH ARGV...", errUsage, gateCommand)
+		return fmt.Errorf("%w: %s [%s UID:GID:GROUPS] PATH ARGV...", errUsage, gateCommand, gateUser)
 	}
 	gate := os.NewFile(3, "gate")
 	var b [1]byte
@@ -250,7 +270,15 @@ func runGate(_ context.Context, args []string, _, _ io.Writer) error {
 		os.Exit(1)
 	}
 	gate.Close()
-	return syscall.Exec(args[0], args[1:], os.Environ())
+	if cred != "" {
+		if err := becomeUser(cred); err != nil {
+			return &exitError{status: exitNotRunnable, msg: fmt.Sprintf("command %s: -u: %v", args[1], err)}
+		}
+	}
+	if err := syscall.Exec(args[0], args[1:], os.Environ()); err != nil {
+		return &exitError{status: exitNotRunnable, msg: fmt.Sprintf("command %s: %v", args[1], err)}
+	}
+	return nil
 }
 
 // pidMax is the largest process id of the running kernel.

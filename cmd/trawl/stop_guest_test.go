@@ -99,6 +99,9 @@ func TestMain(m *testing.M) {
 		opens(os.Args[2:])
 		time.Sleep(lingerTime)
 		os.Exit(0)
+	case len(os.Args) == 2 && os.Args[1] == whoamiArg:
+		whoami()
+		os.Exit(0)
 	case os.Getenv(roleEnv) == "trawl":
 		os.Args = append([]string{"trawl"}, os.Args[1:]...)
 		main()

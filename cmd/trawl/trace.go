@@ -64,6 +64,8 @@ type traceFlags struct {
 	callBytes   int
 	full        bool
 	workload    bool
+	user        string
+	cred        *credential // -u's user, once validate resolved it
 	color       string
 	quiet       bool
 	ringBuffer  byteSize
@@ -106,6 +108,7 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.cgroup, "cgroup", "", "trace only tasks in the cgroup v2 directory `PATH` and its descendants")
 	fs.BoolVar(&f.cgroupExact, "cgroup-exact", false, "with --cgroup, trace only tasks in that cgroup, not in its descendants")
 	fs.BoolVar(&f.workload, "workload", false, "trace trawl's small built-in workload (files, pipes, loopback TCP) as the command")
+	fs.StringVarP(&f.user, "user", "u", "", "run the command as `USER` (a name, or a numeric UID[:GID]): its uid, gid and groups, with HOME, USER and LOGNAME set (default: as trawl's user, root)")
 	fs.StringVarP(&f.backend, "backend", "b", string(trawl.BackendAuto), "attach with `BACKEND`: "+strings.Join(backends, ", ")+" (trawl features PATTERN... shows what auto picks)")
 	fs.DurationVarP(&f.duration, "duration", "d", 0, "stop `D` after tracing begins, e.g. 10s (default: at Ctrl-C, or when the command exits)")
 	// Which calls to keep.
@@ -176,6 +179,16 @@ func (f *traceFlags) validate(command []string) error {
 	}
 	if len(f.pids) > 0 && (len(command) > 0 || f.workload) {
 		return bad("-p and a command cannot go together")
+	}
+	if f.set["user"] {
+		if len(command) == 0 && !f.workload {
+			return bad("-u needs a command to run")
+		}
+		cred, err := lookupUser(f.user)
+		if err != nil {
+			return bad("-u %s: %v", f.user, err)
+		}
+		f.cred = cred
 	}
 	for _, pid := range f.pids {
 		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
@@ -446,7 +459,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 		defer ln.Close()
 	}
 	if len(command) > 0 {
-		if child, err = startGated(command, stdout, stderr); err != nil {
+		if child, err = startGated(command, f.cred, stdout, stderr); err != nil {
 			return err
 		}
 		defer child.kill()
