@@ -43,6 +43,10 @@ func TestOutputRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	otherOwned := os.Lchown(other, 65534, 65534) == nil
+	hardlink := filepath.Join(dir, "hardlink")
+	if err := os.Link(victim, hardlink); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -56,6 +60,7 @@ func TestOutputRefused(t *testing.T) {
 		{"fifo", []string{"-o", fifo}, "not a regular file", false},
 		{"device", []string{"-o", "/dev/null"}, "not a regular file", false},
 		{"another user's file", []string{"-o", other}, "belongs to another user", !otherOwned},
+		{"hard link", []string{"-o", hardlink}, "has 2 hard links", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.skip {

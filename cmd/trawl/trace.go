@@ -316,8 +316,8 @@ func checkWritable(path string) error {
 var errOutput = errors.New("refusing to write")
 
 // checkOutput refuses an existing output file that is a symbolic link,
-// not a regular file, or owned by another user than the one trawl runs
-// as.
+// not a regular file, owned by another user than the one trawl runs as,
+// or linked from elsewhere too.
 func checkOutput(path string, fi os.FileInfo) error {
 	switch mode := fi.Mode(); {
 	case mode&os.ModeSymlink != 0:
@@ -327,8 +327,15 @@ func checkOutput(path string, fi os.FileInfo) error {
 	case !mode.IsRegular():
 		return fmt.Errorf("%w %s: it is not a regular file", errOutput, path)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !ok:
+	case int(st.Uid) != os.Geteuid():
 		return fmt.Errorf("%w %s: it belongs to another user (uid %d)", errOutput, path, st.Uid)
+	case st.Nlink > 1:
+		// A hard link planted to a file of trawl's user, such as one
+		// of root's where links to others' files are allowed.
+		return fmt.Errorf("%w %s: it has %d hard links", errOutput, path, st.Nlink)
 	}
 	return nil
 }
