@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,4 +59,25 @@ func TestOutputPlantedLate(t *testing.T) {
 	if b, err := os.ReadFile(victim); err != nil || string(b) != content {
 		t.Errorf("%s changed through the link: %q, %v", victim, b, err)
 	}
+}
+
+// TestOutputFull writes the trace to a file on a full file system: the
+// run ends with status 1, says why, and still prints the summary.
+func TestOutputFull(t *testing.T) {
+	guest.Require(t)
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16k"); err != nil {
+		t.Skipf("mount a small tmpfs: %v", err)
+	}
+	defer syscall.Unmount(dir, 0)
+	out := filepath.Join(dir, "out")
+	cmd := trawlCmd("-o", out, hotFunc, "--", os.Args[0], hotloopArg, "3s")
+	_, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
+	if status != 1 {
+		t.Errorf("status %d, want 1\n%s", status, stderr)
+	}
+	if n := strings.Count(stderr, "writing "+out+": no space left on device"); n != 1 || !strings.Contains(stderr, "trawl: writing "+out) {
+		t.Errorf("stderr:\n%s\nwant once: trawl: writing %s: no space left on device", stderr, out)
+	}
+	checkSummary(t, stderr)
 }

@@ -153,7 +153,7 @@ func TestOpenOutput(t *testing.T) {
 }
 
 // TestOutputFileErrors checks that an error of writing, syncing or
-// closing the output names the file.
+// closing the output names the file, and is said once.
 func TestOutputFileErrors(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out")
 	f, err := openOutput(path)
@@ -165,6 +165,15 @@ func TestOutputFileErrors(t *testing.T) {
 	if _, err := out.Write([]byte("x")); err == nil || !strings.HasPrefix(err.Error(), "writing "+path+": ") || !errors.Is(err, os.ErrClosed) {
 		t.Errorf("Write after close: %v, want writing %s: ...", err, path)
 	}
+	if err := out.Close(); err != nil {
+		t.Errorf("Close after a failed write: %v, want nil: the write's error is said", err)
+	}
+	f, err = openOutput(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = &outputFile{file: f}
+	f.Close()
 	if err := out.Close(); err == nil || !strings.HasPrefix(err.Error(), "writing "+path+": ") {
 		t.Errorf("Close after close: %v, want writing %s: ...", err, path)
 	}

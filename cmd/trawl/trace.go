@@ -383,24 +383,27 @@ func openOutput(path string) (*os.File, error) {
 // outputFile is the file of -o or --perfetto: its errors name it, and
 // closing it syncs it first, so that every error of writing it is seen.
 type outputFile struct {
-	file *os.File
+	file   *os.File
+	failed bool // a write failed, and said so
 }
 
 func (o *outputFile) Write(p []byte) (int, error) {
 	n, err := o.file.Write(p)
 	if err != nil {
+		o.failed = true
 		err = fmt.Errorf("writing %s: %w", o.file.Name(), unwrapPath(err))
 	}
 	return n, err
 }
 
-// Close syncs and closes the file.
+// Close syncs and closes the file. After a failed write, whose error the
+// run already returns, its errors are not said again.
 func (o *outputFile) Close() error {
 	err := o.file.Sync()
 	if cerr := o.file.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
+	if err != nil && !o.failed {
 		return fmt.Errorf("writing %s: %w", o.file.Name(), unwrapPath(err))
 	}
 	return nil
@@ -582,6 +585,10 @@ func finish(ctx context.Context, s *trawl.Session, r render.Renderer, stop *stop
 		readErr = err
 	}
 	renderErr := r.Close()
+	if renderErr != nil && readErr != nil && renderErr.Error() == readErr.Error() {
+		// The output's buffer keeps its first write error: said once.
+		renderErr = nil
+	}
 	if pipeClosed || errors.Is(renderErr, syscall.EPIPE) {
 		pipeClosed, readErr, renderErr = true, nil, nil
 	}
