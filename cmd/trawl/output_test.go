@@ -58,7 +58,7 @@ func TestOutputRefused(t *testing.T) {
 		{"perfetto symlink", []string{"--perfetto", link}, "is a symbolic link", false},
 		{"directory", []string{"-o", dir}, "is a directory", false},
 		{"fifo", []string{"-o", fifo}, "not a regular file", false},
-		{"device", []string{"-o", "/dev/null"}, "not a regular file", false},
+		{"device", []string{"-o", "/dev/zero"}, "not a regular file", false},
 		{"another user's file", []string{"-o", other}, "belongs to another user", !otherOwned},
 		{"hard link", []string{"-o", hardlink}, "has 2 hard links", false},
 	} {
@@ -87,7 +87,7 @@ func TestOutputRefused(t *testing.T) {
 
 // TestOpenOutput checks the open itself, for what is planted after the
 // check before tracing: it creates a new file with mode 0600, truncates
-// an existing file of trawl's user, and refuses a symbolic link, a FIFO
+// an existing file of trawl's user, opens /dev/null, and refuses a symbolic link, a FIFO
 // (without blocking) and a directory, leaving them as they were.
 func TestOpenOutput(t *testing.T) {
 	dir := t.TempDir()
@@ -114,6 +114,14 @@ func TestOpenOutput(t *testing.T) {
 	f.Close()
 	if fi, err := os.Stat(existing); err != nil || fi.Size() != 0 || fi.Mode().Perm() != 0o644 {
 		t.Errorf("existing file %v, %v: want it empty, mode unchanged", fi, err)
+	}
+
+	// /dev/null, the usual sink, is the one device allowed.
+	if f, err = openOutput(os.DevNull); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&outputFile{file: f}).Close(); err != nil {
+		t.Errorf("writing %s: %v", os.DevNull, err)
 	}
 
 	victim := filepath.Join(dir, "victim")
@@ -176,5 +184,15 @@ func TestOutputFileErrors(t *testing.T) {
 	f.Close()
 	if err := out.Close(); err == nil || !strings.HasPrefix(err.Error(), "writing "+path+": ") {
 		t.Errorf("Close after close: %v, want writing %s: ...", err, path)
+	}
+}
+
+// TestOutputDevNull checks that -o /dev/null, the usual sink, passes the
+// checks before tracing (on the host the run then fails at BPF).
+func TestOutputDevNull(t *testing.T) {
+	guest.HostOnly(t)
+	_, stderr, status := runReal(t, "-o", os.DevNull, "vfs_read")
+	if status == 2 || strings.Contains(stderr, "refusing") {
+		t.Errorf("status %d, stderr:\n%s\nwant /dev/null accepted", status, stderr)
 	}
 }

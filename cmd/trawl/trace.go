@@ -320,6 +320,10 @@ var errOutput = errors.New("refusing to write")
 // or linked from elsewhere too.
 func checkOutput(path string, fi os.FileInfo) error {
 	switch mode := fi.Mode(); {
+	case isDevNull(fi):
+		// The one device written to: the usual sink of an output not
+		// wanted.
+		return nil
 	case mode&os.ModeSymlink != 0:
 		return fmt.Errorf("%w %s: it is a symbolic link", errOutput, path)
 	case mode.IsDir():
@@ -340,11 +344,17 @@ func checkOutput(path string, fi os.FileInfo) error {
 	return nil
 }
 
+// isDevNull says whether fi is the null device, whatever its name.
+func isDevNull(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && fi.Mode()&os.ModeCharDevice != 0 && unix.Major(st.Rdev) == 1 && unix.Minor(st.Rdev) == 3
+}
+
 // openOutput opens path for writing as checkWritable describes: it never
 // follows a symbolic link (O_NOFOLLOW), never blocks on a FIFO
 // (O_NONBLOCK), creates the file with mode 0600 (before the umask), and
 // truncates an existing file only once it has checked that it is a
-// regular file of trawl's user.
+// regular file of trawl's user. /dev/null is the one other file allowed.
 func openOutput(path string) (*os.File, error) {
 	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0o600)
 	if err != nil {
@@ -359,15 +369,18 @@ func openOutput(path string) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("cannot open %s: %w", path, err)
 	}
+	// Blocking again before os.NewFile sees the descriptor: a file is
+	// written with plain writes, not through Go's poller.
+	err = unix.SetNonblock(fd, false)
 	file := os.NewFile(uintptr(fd), path)
-	fi, err := file.Stat()
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = file.Stat()
+	}
 	if err == nil {
 		err = checkOutput(path, fi)
 	}
-	if err == nil {
-		err = unix.SetNonblock(fd, false)
-	}
-	if err == nil {
+	if err == nil && fi.Mode().IsRegular() {
 		err = file.Truncate(0)
 	}
 	if err != nil {
@@ -396,10 +409,14 @@ func (o *outputFile) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// Close syncs and closes the file. After a failed write, whose error the
-// run already returns, its errors are not said again.
+// Close syncs and closes the file (/dev/null is not synced). After a
+// failed write, whose error the run already returns, its errors are not
+// said again.
 func (o *outputFile) Close() error {
-	err := o.file.Sync()
+	var err error
+	if fi, serr := o.file.Stat(); serr != nil || fi.Mode().IsRegular() {
+		err = o.file.Sync()
+	}
 	if cerr := o.file.Close(); err == nil {
 		err = cerr
 	}
