@@ -50,10 +50,6 @@ type Config struct {
 	Cgroup string
 	// CgroupExact limits Cgroup to the cgroup itself, not its descendants.
 	CgroupExact bool
-	// CPUs, if set, limits tracing to calls that begin on these CPUs, of
-	// 0 to MaxCPUs-1 (a call is kept or left out at its entry, wherever
-	// it returns). The calls left out are counted in Stats.Filtered.
-	CPUs []int
 	// MinDuration, if set, keeps only calls that take at least this long.
 	MinDuration time.Duration
 	// Errors keeps only calls that return an error: a negative errno from
@@ -238,9 +234,6 @@ func (cfg Config) Validate() error {
 		if pid <= 0 {
 			return bad("process id %d out of range", pid)
 		}
-	}
-	if err := checkCPUs(cfg.CPUs); err != nil {
-		return bad("%w", err)
 	}
 	if len(cfg.Comm) > MaxCommLen {
 		return bad("--comm %q is longer than the kernel's %d characters", cfg.Comm, MaxCommLen)

@@ -41,8 +41,6 @@ func TestValidate(t *testing.T) {
 		{"bad entry", func(c *Config) { c.Entries = []string{"a b"} }, "cannot contain spaces"},
 		{"unknown backend", func(c *Config) { c.Backend = "ebpf" }, `--backend "ebpf"`},
 		{"pid zero", func(c *Config) { c.PIDs = []int{0} }, "out of range"},
-		{"cpu out of range", func(c *Config) { c.CPUs = []int{0, MaxCPUs} }, "--cpu 1024: want a CPU from 0 to 1023"},
-		{"negative cpu", func(c *Config) { c.CPUs = []int{-1} }, "--cpu -1"},
 		{"comm too long", func(c *Config) { c.Comm = "sixteen-chars..." }, "longer than the kernel's 15"},
 		{"cgroup-exact alone", func(c *Config) { c.CgroupExact = true }, "--cgroup-exact goes with --cgroup"},
 		{"negative min duration", func(c *Config) { c.MinDuration = -time.Second }, "--min-duration cannot be negative"},
@@ -89,9 +87,6 @@ func TestValidate(t *testing.T) {
 func TestLimits(t *testing.T) {
 	if MaxCallBytes != plan.DefaultCallBudget {
 		t.Errorf("MaxCallBytes %d, the planner's call budget %d", MaxCallBytes, plan.DefaultCallBudget)
-	}
-	if MaxCPUs != int(bpf.CaptureLimitMAX_CPUS) {
-		t.Errorf("MaxCPUs %d, the capture program's MAX_CPUS %d", MaxCPUs, bpf.CaptureLimitMAX_CPUS)
 	}
 	if MaxBytes != int(bpf.CaptureLimitMAX_CAP) {
 		t.Errorf("MaxBytes %d, the capture program's MAX_CAP %d", MaxBytes, bpf.CaptureLimitMAX_CAP)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,10 +72,6 @@ func TestFilters(t *testing.T) {
 			setup: func(t *testing.T) { enterCgroup(t, childCgroup(t, cgroup)) }},
 		{once: true, name: "cgroup-exact/descendant", fn: "bpf_fentry_test1", counter: filtered, cfg: func(cfg *trawl.Config) { cfg.Cgroup, cfg.CgroupExact = cgroup, true },
 			setup: func(t *testing.T) { enterCgroup(t, childCgroup(t, cgroup)) }},
-		{once: true, name: "cpu/pass", fn: "bpf_fentry_test1", pass: true, cfg: func(cfg *trawl.Config) { cfg.CPUs = []int{1} },
-			setup: func(t *testing.T) { pinProcess(t, 1) }},
-		{once: true, name: "cpu/reject", fn: "bpf_fentry_test1", counter: filtered, cfg: func(cfg *trawl.Config) { cfg.CPUs = []int{0} },
-			setup: func(t *testing.T) { pinProcess(t, 1) }},
 		{once: true, name: "min-duration/reject", fn: "bpf_fentry_test1", counter: filteredExit, cfg: func(cfg *trawl.Config) { cfg.MinDuration = time.Hour }},
 		{once: true, name: "min-duration/pass", fn: "bpf_fentry_test1", pass: true, cfg: func(cfg *trawl.Config) { cfg.MinDuration = time.Nanosecond }},
 		{name: "errors/reject", fn: "bpf_fentry_test1", counter: filteredExit, cfg: func(cfg *trawl.Config) { cfg.Errors = true }},
@@ -208,36 +203,6 @@ func captureFiltered(t *testing.T, cfg trawl.Config, setup func(t *testing.T)) (
 		t.Fatal(err)
 	}
 	return calls, st
-}
-
-// pinProcess runs every thread of the test process on cpu until the test
-// ends: threads made later inherit it from those that make them.
-func pinProcess(t *testing.T, cpu int) {
-	if runtime.NumCPU() <= cpu {
-		t.Skipf("the guest has %d CPUs, not CPU %d", runtime.NumCPU(), cpu)
-	}
-	var all, one unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &all); err != nil {
-		t.Fatal(err)
-	}
-	one.Set(cpu)
-	setAll := func(set *unix.CPUSet) error {
-		tasks, err := os.ReadDir("/proc/self/task")
-		if err != nil {
-			return err
-		}
-		for _, task := range tasks {
-			tid, _ := strconv.Atoi(task.Name())
-			if err := unix.SchedSetaffinity(tid, set); err != nil && !errors.Is(err, unix.ESRCH) {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := setAll(&one); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { setAll(&all) })
 }
 
 // testCgroup makes an empty cgroup v2 directory, mounting the cgroup2

@@ -51,8 +51,7 @@ func TestLeanest(t *testing.T) {
 	want := []string{
 		bpf.CaptureVarEntryGate, bpf.CaptureVarErrnoKept, bpf.CaptureVarErrorChains,
 		bpf.CaptureVarFilterAt, bpf.CaptureVarFilterCgroup, bpf.CaptureVarFilterCgroupExact,
-		bpf.CaptureVarFilterCgroupLevel, bpf.CaptureVarFilterComm, bpf.CaptureVarFilterCpu,
-		bpf.CaptureVarFilterCpus, bpf.CaptureVarFilterErrno,
+		bpf.CaptureVarFilterCgroupLevel, bpf.CaptureVarFilterComm, bpf.CaptureVarFilterErrno,
 		bpf.CaptureVarFilterErrors, bpf.CaptureVarFilterPids, bpf.CaptureVarMinDuration,
 		bpf.CaptureVarShadowByTid, bpf.CaptureVarShowOn, bpf.CaptureVarTaskByHelpers,
 		bpf.CaptureVarTrackOn, bpf.CaptureVarTrackTimeout, bpf.CaptureVarWantStack,

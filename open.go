@@ -299,9 +299,6 @@ func (s *Session) prepare(cat *kernel.Catalogue, cfg Config, n int, coded []back
 	if err := s.show.configure(spec); err != nil {
 		return nil, err
 	}
-	if err := configureCPUs(spec, cfg.CPUs); err != nil {
-		return nil, err
-	}
 	if err := configureChains(spec, cfg); err != nil {
 		return nil, err
 	}
@@ -365,13 +362,8 @@ func (s *Session) load(spec *ebpf.CollectionSpec, cfg Config) error {
 			return err
 		}
 	}
-	reader, err := ringbuf.NewReader(coll.Maps[bpf.CaptureMapEvents])
-	if err != nil {
-		// s.reader stays nil: not an interface holding a nil pointer.
-		return fmt.Errorf("read the ring buffer: %w", err)
-	}
-	s.reader = reader
-	return nil
+	s.reader, err = ringbuf.NewReader(coll.Maps[bpf.CaptureMapEvents])
+	return err
 }
 
 // fill stores the targets' capture layouts, and what the backend's

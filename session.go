@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -55,14 +54,6 @@ func (e *OpenError) Error() string { return e.Err.Error() }
 func (e *OpenError) Unwrap() error { return e.Err }
 
 // Session is a running trace.
-//
-// Its methods may be called from several goroutines at once: Close, Stop,
-// Stats and FunctionStats while another goroutine blocks in Read (Close
-// makes that Read return ErrClosed at once), and Stats and FunctionStats
-// while Close detaches (they return the final counters once Close has
-// read them). Reads from several goroutines take turns, as do Read and
-// Discard. SetDeadline waits for a Read in progress: set it from the
-// goroutine that reads.
 type Session struct {
 	// Backend is the backend that attached the functions: the one whose
 	// programs run.
@@ -83,7 +74,7 @@ type Session struct {
 	capture  backend.Capture
 	attached *backend.Attachment
 	fork     link.Link
-	reader   ringReader
+	reader   *ringbuf.Reader
 	exit     link.Link
 	decoder  *event.Decoder
 	// layouts are the targets' plans as the capture program reads them.
@@ -92,29 +83,16 @@ type Session struct {
 	detached  func(done, total int)
 	closeOnce sync.Once
 	stopOnce  sync.Once
-	// readMu makes Read, Discard and Close's draining take turns: it
-	// guards the reader's use and rec, the decoder, watched and unwatch.
-	readMu sync.Mutex
-	rec    ringbuf.Record
+	rec       ringbuf.Record
 	// watched is the context Read was last given, and unwatch stops
 	// watching it (see watch).
 	watched context.Context
 	unwatch func() bool
-	// closing is set once Close begins: Read returns ErrClosed from then
-	// on, and Stop does nothing.
-	closing atomic.Bool
-	// received, discarded and malformed count the records read from the
-	// ring buffer: all of them; those dropped unread by Discard; those
-	// Read skipped, as they did not decode.
-	received, discarded, malformed atomic.Uint64
-	// mu guards the maps' lifetime and what Close leaves: Stats,
-	// FunctionStats and Stop read the maps under its read lock, Close
-	// closes them under its lock.
-	mu sync.RWMutex
-	// closed says Close read the final figures and closed the maps.
-	closed bool
+	// received and discarded count the records read from the ring
+	// buffer: decoded by Read, or dropped unread by Discard.
+	received, discarded uint64
 	// final holds the counters read in Close, after detaching.
-	final counts
+	final *counts
 	// aggregate says the calls are counted in the kernel; finalStats
 	// holds their figures read in Close, after detaching.
 	aggregate  bool
@@ -208,64 +186,30 @@ func (s *Session) Selection() *Selection { return s.selection() }
 // SetDeadline passes first (which tells an idle trace, to flush output).
 // The Values in c stay valid until the next Read, but their Fields are
 // never reused. A context that is never done, as context.Background(),
-// costs nothing per call; another costs a check per call. A record that
-// does not decode is skipped, counted in Stats.Malformed: Read goes on
-// with the next.
+// costs nothing per call; another costs a check per call.
 func (s *Session) Read(ctx context.Context, c *Call) error {
-	if s.closing.Load() {
-		// Not waiting for Close, which holds readMu while it detaches.
-		return ErrClosed
-	}
-	s.readMu.Lock()
-	defer s.readMu.Unlock()
-	if s.closing.Load() {
-		return ErrClosed
-	}
 	if ctx.Done() != nil || s.watched != nil {
 		if err := s.watch(ctx); err != nil {
 			return err
 		}
 	}
 	for {
-		if err := s.next(ctx); err != nil {
-			return err
-		}
-		s.received.Add(1)
-		if err := s.decode(c); err != nil {
-			// A record that does not decode is skipped and counted,
-			// not the end of the trace.
-			s.malformed.Add(1)
-			continue
-		}
-		return nil
-	}
-}
-
-// next reads the next record into s.rec.
-func (s *Session) next(ctx context.Context) error {
-	for {
 		err := s.reader.ReadInto(&s.rec)
 		if err == nil {
-			return nil
+			break
 		}
 		if errors.Is(err, ringbuf.ErrClosed) {
 			return ErrClosed
 		}
 		if !errors.Is(err, ringbuf.ErrFlushed) {
-			return fmt.Errorf("read the ring buffer: %w", err)
+			return err
 		}
-		// Close began, or a watched context was done (see watch).
-		if s.closing.Load() {
-			return ErrClosed
-		}
+		// A watched context was done (see watch).
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return ctxErr
 		}
 	}
-}
-
-// decode decodes the record in s.rec into c.
-func (s *Session) decode(c *Call) error {
+	s.received++
 	r, err := event.Parse(s.rec.RawSample)
 	if err != nil {
 		return err
@@ -277,15 +221,6 @@ func (s *Session) decode(c *Call) error {
 		c.Stack = s.stacks.startAt(r.Stack-1, s.plans[r.Func].Func)
 	}
 	return nil
-}
-
-// ringReader is what a session reads the ring buffer with: a
-// *ringbuf.Reader, or a fake in tests.
-type ringReader interface {
-	ReadInto(*ringbuf.Record) error
-	Flush() error
-	SetDeadline(time.Time)
-	Close() error
 }
 
 // watch makes a blocked Read return once ctx is done, by flushing the
@@ -306,12 +241,6 @@ func (s *Session) watch(ctx context.Context) error {
 // ignores entries from now on, while calls in flight still end and are
 // sent. The calls already sent stay readable with Read until Close.
 func (s *Session) Stop() error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closing.Load() {
-		// Close disarmed it, or does so now.
-		return nil
-	}
 	var err error
 	s.stopOnce.Do(func() {
 		if err = s.setArmed(bpf.CaptureArmStateARM_STOPPED); err != nil {
@@ -324,22 +253,8 @@ func (s *Session) Stop() error {
 // Discard drops the calls waiting in the ring buffer without decoding
 // them and returns how many it dropped; Stats counts them as Discarded.
 // After Stop it empties the buffer quickly when there is no time left to
-// show them. It waits for a Read in progress to return; after Close it
-// drops nothing.
+// show them.
 func (s *Session) Discard() (int, error) {
-	if s.closing.Load() {
-		return 0, nil
-	}
-	s.readMu.Lock()
-	defer s.readMu.Unlock()
-	if s.closing.Load() {
-		return 0, nil
-	}
-	return s.discard()
-}
-
-// discard is Discard, with readMu held.
-func (s *Session) discard() (int, error) {
 	n := 0
 	s.reader.SetDeadline(time.Now())
 	defer s.reader.SetDeadline(time.Time{})
@@ -354,24 +269,18 @@ func (s *Session) discard() (int, error) {
 			return n, err
 		}
 		n++
-		s.received.Add(1)
-		s.discarded.Add(1)
+		s.received++
+		s.discarded++
 	}
 }
 
 // SetDeadline makes Read return os.ErrDeadlineExceeded once t has passed
-// and no call is waiting; the zero time waits forever. It waits for a
-// Read in progress to return.
+// and no call is waiting; the zero time waits forever.
 func (s *Session) SetDeadline(t time.Time) { s.reader.SetDeadline(t) }
 
 // Stats reads the counters. After Close it returns those read once
 // everything was detached.
 func (s *Session) Stats() (Stats, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return statsOf(s.final), nil
-	}
 	c, err := s.counts()
 	return statsOf(c), err
 }
@@ -391,26 +300,17 @@ func (s *Session) Close() error {
 func (s *Session) close() error {
 	var errs []error
 	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closing.Store(true)
-		if s.attached != nil && s.capture.Collection != nil {
-			// The programs return at once while the links go: a call
-			// ending now would only be discarded below. The exit
-			// program on every function slowed kprobe-multi's detach
-			// 1.8 times over empty programs' (amd64-7.3).
-			errs = append(errs, s.setArmed(bpf.CaptureArmStateARM_OFF))
-		}
-		s.mu.Unlock()
-		if s.reader != nil {
-			// A Read blocked in the reader returns ErrClosed.
-			errs = append(errs, s.reader.Flush())
-		}
-		s.readMu.Lock()
-		defer s.readMu.Unlock()
 		if s.unwatch != nil {
 			s.unwatch()
 		}
 		if s.attached != nil {
+			// The programs return at once while the links go: a call
+			// ending now would only be discarded below. The exit
+			// program on every function slowed kprobe-multi's detach
+			// 1.8 times over empty programs' (amd64-7.3).
+			if s.capture.Collection != nil {
+				errs = append(errs, s.setArmed(bpf.CaptureArmStateARM_OFF))
+			}
 			errs = append(errs, s.attached.Close(s.detached))
 		}
 		for _, l := range []link.Link{s.fork, s.exit} {
@@ -420,24 +320,15 @@ func (s *Session) close() error {
 		}
 		if s.reader != nil {
 			// Nothing runs any more: what is left was never read.
-			_, err := s.discard()
-			errs = append(errs, err)
+			_, err := s.Discard()
+			c, countsErr := s.counts()
+			s.final = &c
+			errs = append(errs, err, countsErr, s.reader.Close())
 		}
-		// Stats and FunctionStats wait while the last figures are read
-		// and the maps close, then return those figures.
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		c, err := s.counts()
-		s.final = c
-		errs = append(errs, err)
 		if s.aggregate && s.capture.Collection != nil {
-			fs, err := s.functionStats()
+			fs, err := s.FunctionStats()
 			s.finalStats = fs
 			errs = append(errs, err)
-		}
-		s.closed = true
-		if s.reader != nil {
-			errs = append(errs, s.reader.Close())
 		}
 		if s.capture.Collection != nil {
 			s.capture.Collection.Close()
@@ -452,10 +343,9 @@ type counts struct {
 	// Counters holds the capture program's counters, indexed by counter
 	// (bpf.CaptureCounterCNT_MISS_EXIT), summed over the CPUs.
 	Counters [bpf.CaptureCounterCNT_MAX]uint64
-	// Received counts the calls read from the ring buffer, Discarded
-	// and Malformed those of them dropped unread by Discard, and skipped
-	// by Read as they did not decode.
-	Received, Discarded, Malformed uint64
+	// Received and Discarded count the calls read from the ring buffer,
+	// and those of them dropped unread by Discard.
+	Received, Discarded uint64
 	// Counted counts the calls an aggregating session counted in the
 	// kernel.
 	Counted uint64
@@ -469,10 +359,13 @@ type counts struct {
 	RecursionMisses map[string]uint64
 }
 
-// counts reads the counters from the maps, which must be open: with mu
-// held, or before the session is returned by Open.
+// counts reads the counters. After Close it returns those read once
+// everything was detached.
 func (s *Session) counts() (counts, error) {
-	c := counts{Skipped: skip.Reasons{}, Received: s.received.Load(), Discarded: s.discarded.Load(), Malformed: s.malformed.Load()}
+	if s.final != nil {
+		return *s.final, nil
+	}
+	c := counts{Skipped: skip.Reasons{}, Received: s.received, Discarded: s.discarded}
 	c.Skipped.Merge(s.planSkips)
 	if s.attached != nil {
 		c.Attached = s.attached.Attached

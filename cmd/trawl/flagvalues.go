@@ -4,7 +4,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -32,41 +31,6 @@ func (p *pidList) String() string {
 }
 
 func (p *pidList) Type() string { return "PID" }
-
-// cpuList is the value of the repeatable --cpu flag: CPU numbers and
-// ranges, as taskset and perf write them ("0,2-3").
-type cpuList []int
-
-func (l *cpuList) Set(s string) error {
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		first, err := strconv.Atoi(lo)
-		last := first
-		if err == nil && isRange {
-			last, err = strconv.Atoi(hi)
-		}
-		if err != nil || first < 0 || last < first {
-			return fmt.Errorf("not a CPU or range of CPUs: %q", part)
-		}
-		if last >= trawl.MaxCPUs {
-			return fmt.Errorf("CPU %d: want a CPU from 0 to %d", last, trawl.MaxCPUs-1)
-		}
-		for cpu := first; cpu <= last; cpu++ {
-			*l = append(*l, cpu)
-		}
-	}
-	return nil
-}
-
-func (l *cpuList) String() string {
-	s := make([]string, len(*l))
-	for i, cpu := range *l {
-		s[i] = strconv.Itoa(cpu)
-	}
-	return strings.Join(s, ",")
-}
-
-func (l *cpuList) Type() string { return "CPUS" }
 
 // bufferList is the value of the repeatable --buf flag.
 type bufferList []trawl.Buffer

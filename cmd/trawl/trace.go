@@ -30,7 +30,6 @@ import (
 type traceFlags struct {
 	backend     string
 	pids        pidList
-	cpus        cpuList
 	buffers     bufferList
 	show        []string
 	cgroupExact bool
@@ -104,7 +103,6 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	// What to trace.
 	fs.VarP(&f.pids, "pid", "p", "trace only process `PID` and its children (repeatable)")
 	fs.StringVar(&f.comm, "comm", "", "trace only tasks named `NAME`")
-	fs.Var(&f.cpus, "cpu", "trace only calls that begin on these CPUs, e.g. 0,2-3 (repeatable)")
 	fs.StringVar(&f.cgroup, "cgroup", "", "trace only tasks in the cgroup v2 directory `PATH` and its descendants")
 	fs.BoolVar(&f.cgroupExact, "cgroup-exact", false, "with --cgroup, trace only tasks in that cgroup, not in its descendants")
 	fs.BoolVar(&f.workload, "workload", false, "trace trawl's small built-in workload (files, pipes, loopback TCP) as the command")
@@ -547,8 +545,6 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	stop := newStopper(ctx)
 	defer stop.release()
 	if ln != nil {
-		// Served through Close: a scrape waits while Close reads the
-		// final figures, then gets those.
 		defer serveMetrics(ln, s, f, stop.fired, notices)()
 	}
 	if f.duration > 0 {
@@ -570,7 +566,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 // config describes the trace the flags ask for; the command's process
 // and notices are added once they exist.
 func (f *traceFlags) config(patterns []string) trawl.Config {
-	cfg := trawl.Config{Patterns: patterns, Entries: f.entries, Stack: f.stack, Backend: trawl.Backend(f.backend), PIDs: f.pids, CPUs: f.cpus, Comm: f.comm, Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
+	cfg := trawl.Config{Patterns: patterns, Entries: f.entries, Stack: f.stack, Backend: trawl.Backend(f.backend), PIDs: f.pids, Comm: f.comm, Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
 	cfg.Decode.Depth, cfg.Decode.MaxBytes, cfg.Decode.Full = f.depth, f.maxBytes, f.full
 	cfg.Capture.BufferBytes, cfg.Capture.Buffers = f.maxBytes, f.buffers
 	cfg.Capture.Depth, cfg.Capture.CallBytes = max(f.depth-1, 0), f.callBytes

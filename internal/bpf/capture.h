@@ -16,7 +16,6 @@ enum limit {
 	IP_MAX_PROBES = 8, /* address table slots tried from an address's hash */
 	MAX_STACK = 64,    /* frames of a kernel stack (--stack) */
 	MAX_STACKS = 16384, /* stacks the stack map holds; ids fit a call's __u16 */
-	MAX_CPUS = 1024,   /* CPUs --cpu can name: 0 to MAX_CPUS-1 */
 };
 
 /* What a capture copies. */
@@ -230,7 +229,7 @@ enum counter {
 	CNT_MISS_DEPTH,   /* calls nested deeper than MAX_DEPTH */
 	CNT_MISS_ENTRY,   /* exits without their entry */
 	CNT_MISS_EXIT,    /* entries whose exit never came */
-	CNT_FILTERED,     /* entries a task filter (pid, comm, cgroup, cpu) dropped */
+	CNT_FILTERED,     /* entries a task filter (pid, comm, cgroup) dropped */
 	CNT_FILTERED_EXPR, /* entries an arguments-only --filter dropped */
 	CNT_FILTERED_EXIT, /* exits --min-duration, --errors or a --filter using ret dropped */
 	CNT_COOKIE_LOOKUPS, /* kprobe runs whose address was not in the table */

@@ -141,7 +141,6 @@ const (
 	CaptureLimitIP_MAX_PROBES CaptureLimit = 8
 	CaptureLimitMAX_STACK     CaptureLimit = 64
 	CaptureLimitMAX_STACKS    CaptureLimit = 16384
-	CaptureLimitMAX_CPUS      CaptureLimit = 1024
 )
 
 type CapturePlan struct {
@@ -289,8 +288,6 @@ const (
 	CaptureVarFilterCgroupExact     = "filter_cgroup_exact"
 	CaptureVarFilterCgroupLevel     = "filter_cgroup_level"
 	CaptureVarFilterComm            = "filter_comm"
-	CaptureVarFilterCpu             = "filter_cpu"
-	CaptureVarFilterCpus            = "filter_cpus"
 	CaptureVarFilterErrno           = "filter_errno"
 	CaptureVarFilterErrors          = "filter_errors"
 	CaptureVarFilterPids            = "filter_pids"
@@ -397,8 +394,6 @@ type CaptureVariableSpecs struct {
 	FilterCgroupExact *ebpf.VariableSpec `ebpf:"filter_cgroup_exact"`
 	FilterCgroupLevel *ebpf.VariableSpec `ebpf:"filter_cgroup_level"`
 	FilterComm        *ebpf.VariableSpec `ebpf:"filter_comm"`
-	FilterCpu         *ebpf.VariableSpec `ebpf:"filter_cpu"`
-	FilterCpus        *ebpf.VariableSpec `ebpf:"filter_cpus"`
 	FilterErrno       *ebpf.VariableSpec `ebpf:"filter_errno"`
 	FilterErrors      *ebpf.VariableSpec `ebpf:"filter_errors"`
 	FilterPids        *ebpf.VariableSpec `ebpf:"filter_pids"`
@@ -485,8 +480,6 @@ type CaptureVariables struct {
 	FilterCgroupExact *ebpf.Variable `ebpf:"filter_cgroup_exact"`
 	FilterCgroupLevel *ebpf.Variable `ebpf:"filter_cgroup_level"`
 	FilterComm        *ebpf.Variable `ebpf:"filter_comm"`
-	FilterCpu         *ebpf.Variable `ebpf:"filter_cpu"`
-	FilterCpus        *ebpf.Variable `ebpf:"filter_cpus"`
 	FilterErrno       *ebpf.Variable `ebpf:"filter_errno"`
 	FilterErrors      *ebpf.Variable `ebpf:"filter_errors"`
 	FilterPids        *ebpf.Variable `ebpf:"filter_pids"`

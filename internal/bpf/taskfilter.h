@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* The task filters, part of capture.c: --pid, with the children it
- * follows, --comm, --cgroup (open.go, filters.go) and --cpu (cpus.go). */
+ * follows, --comm and --cgroup (open.go, filters.go). */
 #ifndef TRAWL_TASKFILTER_H
 #define TRAWL_TASKFILTER_H
 
@@ -10,8 +10,6 @@ FEATURE(char filter_comm[16]) = {}; /* only this comm, if set */
 FEATURE(__u64 filter_cgroup) = 0; /* only tasks in this cgroup (v2 id) */
 FEATURE(__u32 filter_cgroup_level) = 0; /* its level: 0 for the root */
 FEATURE(__u32 filter_cgroup_exact) = 0; /* not in its descendants */
-FEATURE(__u32 filter_cpu) = 0;    /* only calls entered on a CPU of filter_cpus */
-FEATURE(__u64 filter_cpus[MAX_CPUS / 64]) = {}; /* a bit a CPU */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -30,23 +28,11 @@ static __always_inline int in_cgroup(void)
 	return bpf_get_current_ancestor_cgroup_id(filter_cgroup_level) == filter_cgroup;
 }
 
-/* on_cpu says whether the call runs on a CPU of filter_cpus. */
-static __always_inline int on_cpu(void)
-{
-	__u32 cpu = bpf_get_smp_processor_id();
-
-	if (cpu >= MAX_CPUS)
-		return 0;
-	return (filter_cpus[cpu / 64] >> (cpu % 64)) & 1;
-}
-
-/* wanted runs the task filters: cpu, pid, cgroup and comm. */
+/* wanted runs the task filters: pid, cgroup and comm. */
 static __always_inline int wanted(void)
 {
 	__u32 tgid;
 
-	if (filter_cpu && !on_cpu())
-		return 0;
 	if (filter_pids) {
 		tgid = bpf_get_current_pid_tgid() >> 32;
 		if (!bpf_map_lookup_elem(&pids, &tgid))

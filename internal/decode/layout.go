@@ -63,15 +63,8 @@ func (f *field) state(raw []byte) fieldState {
 	return zero
 }
 
-// maxNest bounds the flattening of anonymous members in malformed BTF in
-// depth, and maxMembers in breadth: the members it visits in all, which an
-// anonymous type that holds the same anonymous type twice, and so on,
-// would make 2^maxNest times as many. The kernel's largest structs
-// flatten to a few hundred.
-const (
-	maxNest    = 16
-	maxMembers = 8192
-)
+// maxNest bounds the flattening of anonymous members in malformed BTF.
+const maxNest = 16
 
 // layout returns the layout of t, made on first use.
 func (d *Decoder) layout(t btf.Type) *layout {
@@ -106,19 +99,9 @@ func membersOf(t btf.Type) []btf.Member {
 
 // flatten appends members to out, descending into anonymous structs and
 // unions. With all false, only one alternative of an anonymous union is kept
-// and padding is dropped. It visits at most maxMembers members.
+// and padding is dropped.
 func flatten(out []field, members []btf.Member, base uint32, all bool, nest int) []field {
-	budget := maxMembers
-	return flattenAt(out, members, base, all, nest, &budget)
-}
-
-// flattenAt is flatten, visiting at most *budget members more.
-func flattenAt(out []field, members []btf.Member, base uint32, all bool, nest int, budget *int) []field {
 	for _, m := range members {
-		if *budget <= 0 {
-			return out
-		}
-		*budget--
 		off := base + uint32(m.Offset)
 		u, be := resolve(m.Type)
 		if m.Name == "" {
@@ -127,7 +110,7 @@ func flattenAt(out []field, members []btf.Member, base uint32, all bool, nest in
 				sub = alternative(sub)
 			}
 			if nest < maxNest {
-				out = flattenAt(out, sub, off, all, nest+1, budget)
+				out = flatten(out, sub, off, all, nest+1)
 			}
 			continue // an unnamed scalar is padding
 		}
