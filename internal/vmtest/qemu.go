@@ -93,6 +93,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 		Dir:      o.Dir,
 		Share:    o.Share,
 		ReadOnly: o.ReadOnly,
+		Hung:     hungAt(time.Now(), o.Timeout),
 	}
 	perRun, err := runArchive(spec, binary)
 	if err != nil {
@@ -115,6 +116,17 @@ func Run(ctx context.Context, o Options) (int, error) {
 		}
 		fmt.Fprintf(o.Console, "vmrun: the %s kernel panicked while booting, before the init ran; booting again (%d of %d)\n", o.Kernel.ID, attempt+1, bootAttempts)
 	}
+}
+
+// hungAt returns when a guest started at start and given timeout to run
+// prints the stacks of its blocked tasks (guest.Spec.Hung): a minute
+// before the runner kills it, time for a slow serial console to take
+// them.
+func hungAt(start time.Time, timeout time.Duration) time.Time {
+	if timeout < 3*time.Minute {
+		return time.Time{}
+	}
+	return start.Add(timeout - time.Minute)
 }
 
 // bootAttempts bounds how often a guest whose kernel panics while booting

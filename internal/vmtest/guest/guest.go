@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // SpecPath is where the runner puts the run specification in the per-run
@@ -56,6 +57,12 @@ type Spec struct {
 	// ReadOnly are further host directories, mounted read-only at their
 	// host paths (9p tags "ro0", "ro1", ...).
 	ReadOnly []string `json:"read_only,omitempty"`
+	// Hung is when, by the wall clock, the init prints the kernel stacks
+	// of the tasks that are blocked and of the running CPUs to the
+	// console, so that a guest the runner kills for running out of time
+	// says where it hung; the zero time for never. (The guest's clock is
+	// the host's: QEMU's RTC starts at the host's time.)
+	Hung time.Time `json:"hung,omitempty"`
 }
 
 // Kernel returns the test bed kernel this process runs on, or "" outside a

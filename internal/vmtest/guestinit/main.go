@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -71,6 +72,9 @@ func run() error {
 		if err := unix.Mount(fmt.Sprintf("ro%d", i), dir, "9p", unix.MS_RDONLY, "trans=virtio,version=9p2000.L,msize=512000,cache=loose"); err != nil {
 			return fmt.Errorf("mount the shared directory %s: %w", dir, err)
 		}
+	}
+	if !spec.Hung.IsZero() {
+		time.AfterFunc(time.Until(spec.Hung), showHung)
 	}
 	ports := virtioPorts()
 	stdout := openPort(ports, guest.PortStdout, os.Stdout)
@@ -245,5 +249,23 @@ func powerOff() {
 	unix.Sync()
 	if err := unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF); err != nil {
 		fmt.Fprintf(os.Stderr, "guestinit: power off: %v\n", err)
+	}
+}
+
+// showHung prints to the console, through the kernel's magic SysRq keys,
+// the stacks of the tasks in uninterruptible sleep (w) and of the tasks
+// running on each CPU (l), then sends SIGQUIT to every other process, so
+// that Go programs print their goroutines: what a guest still running at
+// its time limit waits for.
+func showHung() {
+	fmt.Fprintln(os.Stderr, "guestinit: the run is about to time out; the kernel's blocked tasks and CPUs follow")
+	for _, key := range []string{"w", "l"} {
+		if err := os.WriteFile("/proc/sysrq-trigger", []byte(key), 0); err != nil {
+			fmt.Fprintf(os.Stderr, "guestinit: sysrq %s: %v\n", key, err)
+		}
+	}
+	// As PID 1, kill(-1) reaches every process but the init itself.
+	if err := syscall.Kill(-1, syscall.SIGQUIT); err != nil {
+		fmt.Fprintf(os.Stderr, "guestinit: SIGQUIT: %v\n", err)
 	}
 }
