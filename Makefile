@@ -30,12 +30,13 @@ test: bpf-check tools
 	$(MAKE) -j2 --no-print-directory fetch release-check
 	$(MAKE) --no-print-directory unit vmtest
 
-# unit runs everything that needs no kernel, on the host.
+# unit runs everything that needs no kernel, on the host; the tests run
+# under the race detector, which needs cgo.
 unit:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) -C tools/release vet ./...
-	$(GO) test ./...
+	CGO_ENABLED=1 $(GO) test -race ./...
 
 # The guest that runs the OpenTelemetry tests (internal/vmtest/suite)
 # needs the collector, built while the kernels download.

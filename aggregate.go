@@ -79,12 +79,19 @@ func (s *Session) eachCounted(buf []byte, each func(id int, calls uint64, buf []
 // called since the session was armed. After Close it returns those read
 // once everything was detached.
 func (s *Session) FunctionStats() ([]call.FunctionStats, error) {
-	if s.finalStats != nil {
-		return s.finalStats, nil
-	}
 	if !s.aggregate {
 		return nil, ErrNotAggregating
 	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return s.finalStats, nil
+	}
+	return s.functionStats()
+}
+
+// functionStats reads FunctionStats from the maps, with mu held.
+func (s *Session) functionStats() ([]call.FunctionStats, error) {
 	var fs []call.FunctionStats
 	index := map[uint32]int{}
 	buf := make([]byte, unsafe.Sizeof(bpf.CaptureFuncStats{}))

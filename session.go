@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -54,6 +55,14 @@ func (e *OpenError) Error() string { return e.Err.Error() }
 func (e *OpenError) Unwrap() error { return e.Err }
 
 // Session is a running trace.
+//
+// Its methods may be called from several goroutines at once: Close, Stop,
+// Stats and FunctionStats while another goroutine blocks in Read (Close
+// makes that Read return ErrClosed at once), and Stats and FunctionStats
+// while Close detaches (they return the final counters once Close has
+// read them). Reads from several goroutines take turns, as do Read and
+// Discard. SetDeadline waits for a Read in progress: set it from the
+// goroutine that reads.
 type Session struct {
 	// Backend is the backend that attached the functions: the one whose
 	// programs run.
@@ -83,16 +92,28 @@ type Session struct {
 	detached  func(done, total int)
 	closeOnce sync.Once
 	stopOnce  sync.Once
-	rec       ringbuf.Record
+	// readMu makes Read, Discard and Close's draining take turns: it
+	// guards the reader's use and rec, the decoder, watched and unwatch.
+	readMu sync.Mutex
+	rec    ringbuf.Record
 	// watched is the context Read was last given, and unwatch stops
 	// watching it (see watch).
 	watched context.Context
 	unwatch func() bool
+	// closing is set once Close begins: Read returns ErrClosed from then
+	// on, and Stop does nothing.
+	closing atomic.Bool
 	// received and discarded count the records read from the ring
 	// buffer: decoded by Read, or dropped unread by Discard.
-	received, discarded uint64
+	received, discarded atomic.Uint64
+	// mu guards the maps' lifetime and what Close leaves: Stats,
+	// FunctionStats and Stop read the maps under its read lock, Close
+	// closes them under its lock.
+	mu sync.RWMutex
+	// closed says Close read the final figures and closed the maps.
+	closed bool
 	// final holds the counters read in Close, after detaching.
-	final *counts
+	final counts
 	// aggregate says the calls are counted in the kernel; finalStats
 	// holds their figures read in Close, after detaching.
 	aggregate  bool
@@ -188,6 +209,11 @@ func (s *Session) Selection() *Selection { return s.selection() }
 // never reused. A context that is never done, as context.Background(),
 // costs nothing per call; another costs a check per call.
 func (s *Session) Read(ctx context.Context, c *Call) error {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	if s.closing.Load() {
+		return ErrClosed
+	}
 	if ctx.Done() != nil || s.watched != nil {
 		if err := s.watch(ctx); err != nil {
 			return err
@@ -202,14 +228,17 @@ func (s *Session) Read(ctx context.Context, c *Call) error {
 			return ErrClosed
 		}
 		if !errors.Is(err, ringbuf.ErrFlushed) {
-			return err
+			return fmt.Errorf("read the ring buffer: %w", err)
 		}
-		// A watched context was done (see watch).
+		// Close began, or a watched context was done (see watch).
+		if s.closing.Load() {
+			return ErrClosed
+		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return ctxErr
 		}
 	}
-	s.received++
+	s.received.Add(1)
 	r, err := event.Parse(s.rec.RawSample)
 	if err != nil {
 		return err
@@ -241,6 +270,12 @@ func (s *Session) watch(ctx context.Context) error {
 // ignores entries from now on, while calls in flight still end and are
 // sent. The calls already sent stay readable with Read until Close.
 func (s *Session) Stop() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closing.Load() {
+		// Close disarmed it, or does so now.
+		return nil
+	}
 	var err error
 	s.stopOnce.Do(func() {
 		if err = s.setArmed(bpf.CaptureArmStateARM_STOPPED); err != nil {
@@ -253,8 +288,19 @@ func (s *Session) Stop() error {
 // Discard drops the calls waiting in the ring buffer without decoding
 // them and returns how many it dropped; Stats counts them as Discarded.
 // After Stop it empties the buffer quickly when there is no time left to
-// show them.
+// show them. It waits for a Read in progress to return; after Close it
+// drops nothing.
 func (s *Session) Discard() (int, error) {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	if s.closing.Load() {
+		return 0, nil
+	}
+	return s.discard()
+}
+
+// discard is Discard, with readMu held.
+func (s *Session) discard() (int, error) {
 	n := 0
 	s.reader.SetDeadline(time.Now())
 	defer s.reader.SetDeadline(time.Time{})
@@ -269,18 +315,24 @@ func (s *Session) Discard() (int, error) {
 			return n, err
 		}
 		n++
-		s.received++
-		s.discarded++
+		s.received.Add(1)
+		s.discarded.Add(1)
 	}
 }
 
 // SetDeadline makes Read return os.ErrDeadlineExceeded once t has passed
-// and no call is waiting; the zero time waits forever.
+// and no call is waiting; the zero time waits forever. It waits for a
+// Read in progress to return.
 func (s *Session) SetDeadline(t time.Time) { s.reader.SetDeadline(t) }
 
 // Stats reads the counters. After Close it returns those read once
 // everything was detached.
 func (s *Session) Stats() (Stats, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return statsOf(s.final), nil
+	}
 	c, err := s.counts()
 	return statsOf(c), err
 }
@@ -300,17 +352,26 @@ func (s *Session) Close() error {
 func (s *Session) close() error {
 	var errs []error
 	s.closeOnce.Do(func() {
-		if s.unwatch != nil {
-			s.unwatch()
-		}
-		if s.attached != nil {
+		s.mu.Lock()
+		s.closing.Store(true)
+		if s.attached != nil && s.capture.Collection != nil {
 			// The programs return at once while the links go: a call
 			// ending now would only be discarded below. The exit
 			// program on every function slowed kprobe-multi's detach
 			// 1.8 times over empty programs' (amd64-7.3).
-			if s.capture.Collection != nil {
-				errs = append(errs, s.setArmed(bpf.CaptureArmStateARM_OFF))
-			}
+			errs = append(errs, s.setArmed(bpf.CaptureArmStateARM_OFF))
+		}
+		s.mu.Unlock()
+		if s.reader != nil {
+			// A Read blocked in the reader returns ErrClosed.
+			errs = append(errs, s.reader.Flush())
+		}
+		s.readMu.Lock()
+		defer s.readMu.Unlock()
+		if s.unwatch != nil {
+			s.unwatch()
+		}
+		if s.attached != nil {
 			errs = append(errs, s.attached.Close(s.detached))
 		}
 		for _, l := range []link.Link{s.fork, s.exit} {
@@ -320,15 +381,24 @@ func (s *Session) close() error {
 		}
 		if s.reader != nil {
 			// Nothing runs any more: what is left was never read.
-			_, err := s.Discard()
-			c, countsErr := s.counts()
-			s.final = &c
-			errs = append(errs, err, countsErr, s.reader.Close())
+			_, err := s.discard()
+			errs = append(errs, err)
 		}
+		// Stats and FunctionStats wait while the last figures are read
+		// and the maps close, then return those figures.
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		c, err := s.counts()
+		s.final = c
+		errs = append(errs, err)
 		if s.aggregate && s.capture.Collection != nil {
-			fs, err := s.FunctionStats()
+			fs, err := s.functionStats()
 			s.finalStats = fs
 			errs = append(errs, err)
+		}
+		s.closed = true
+		if s.reader != nil {
+			errs = append(errs, s.reader.Close())
 		}
 		if s.capture.Collection != nil {
 			s.capture.Collection.Close()
@@ -359,13 +429,10 @@ type counts struct {
 	RecursionMisses map[string]uint64
 }
 
-// counts reads the counters. After Close it returns those read once
-// everything was detached.
+// counts reads the counters from the maps, which must be open: with mu
+// held, or before the session is returned by Open.
 func (s *Session) counts() (counts, error) {
-	if s.final != nil {
-		return *s.final, nil
-	}
-	c := counts{Skipped: skip.Reasons{}, Received: s.received, Discarded: s.discarded}
+	c := counts{Skipped: skip.Reasons{}, Received: s.received.Load(), Discarded: s.discarded.Load()}
 	c.Skipped.Merge(s.planSkips)
 	if s.attached != nil {
 		c.Attached = s.attached.Attached

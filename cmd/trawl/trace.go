@@ -545,6 +545,8 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	stop := newStopper(ctx)
 	defer stop.release()
 	if ln != nil {
+		// Served through Close: a scrape waits while Close reads the
+		// final figures, then gets those.
 		defer serveMetrics(ln, s, f, stop.fired, notices)()
 	}
 	if f.duration > 0 {
