@@ -362,8 +362,13 @@ func (s *Session) load(spec *ebpf.CollectionSpec, cfg Config) error {
 			return err
 		}
 	}
-	s.reader, err = ringbuf.NewReader(coll.Maps[bpf.CaptureMapEvents])
-	return err
+	reader, err := ringbuf.NewReader(coll.Maps[bpf.CaptureMapEvents])
+	if err != nil {
+		// s.reader stays nil: not an interface holding a nil pointer.
+		return fmt.Errorf("read the ring buffer: %w", err)
+	}
+	s.reader = reader
+	return nil
 }
 
 // fill stores the targets' capture layouts, and what the backend's

@@ -83,7 +83,7 @@ type Session struct {
 	capture  backend.Capture
 	attached *backend.Attachment
 	fork     link.Link
-	reader   *ringbuf.Reader
+	reader   ringReader
 	exit     link.Link
 	decoder  *event.Decoder
 	// layouts are the targets' plans as the capture program reads them.
@@ -103,9 +103,10 @@ type Session struct {
 	// closing is set once Close begins: Read returns ErrClosed from then
 	// on, and Stop does nothing.
 	closing atomic.Bool
-	// received and discarded count the records read from the ring
-	// buffer: decoded by Read, or dropped unread by Discard.
-	received, discarded atomic.Uint64
+	// received, discarded and malformed count the records read from the
+	// ring buffer: all of them; those dropped unread by Discard; those
+	// Read skipped, as they did not decode.
+	received, discarded, malformed atomic.Uint64
 	// mu guards the maps' lifetime and what Close leaves: Stats,
 	// FunctionStats and Stop read the maps under its read lock, Close
 	// closes them under its lock.
@@ -207,7 +208,9 @@ func (s *Session) Selection() *Selection { return s.selection() }
 // SetDeadline passes first (which tells an idle trace, to flush output).
 // The Values in c stay valid until the next Read, but their Fields are
 // never reused. A context that is never done, as context.Background(),
-// costs nothing per call; another costs a check per call.
+// costs nothing per call; another costs a check per call. A record that
+// does not decode is skipped, counted in Stats.Malformed: Read goes on
+// with the next.
 func (s *Session) Read(ctx context.Context, c *Call) error {
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
@@ -220,9 +223,26 @@ func (s *Session) Read(ctx context.Context, c *Call) error {
 		}
 	}
 	for {
+		if err := s.next(ctx); err != nil {
+			return err
+		}
+		s.received.Add(1)
+		if err := s.decode(c); err != nil {
+			// A record that does not decode is skipped and counted,
+			// not the end of the trace.
+			s.malformed.Add(1)
+			continue
+		}
+		return nil
+	}
+}
+
+// next reads the next record into s.rec.
+func (s *Session) next(ctx context.Context) error {
+	for {
 		err := s.reader.ReadInto(&s.rec)
 		if err == nil {
-			break
+			return nil
 		}
 		if errors.Is(err, ringbuf.ErrClosed) {
 			return ErrClosed
@@ -238,7 +258,10 @@ func (s *Session) Read(ctx context.Context, c *Call) error {
 			return ctxErr
 		}
 	}
-	s.received.Add(1)
+}
+
+// decode decodes the record in s.rec into c.
+func (s *Session) decode(c *Call) error {
 	r, err := event.Parse(s.rec.RawSample)
 	if err != nil {
 		return err
@@ -250,6 +273,15 @@ func (s *Session) Read(ctx context.Context, c *Call) error {
 		c.Stack = s.stacks.startAt(r.Stack-1, s.plans[r.Func].Func)
 	}
 	return nil
+}
+
+// ringReader is what a session reads the ring buffer with: a
+// *ringbuf.Reader, or a fake in tests.
+type ringReader interface {
+	ReadInto(*ringbuf.Record) error
+	Flush() error
+	SetDeadline(time.Time)
+	Close() error
 }
 
 // watch makes a blocked Read return once ctx is done, by flushing the
@@ -413,9 +445,10 @@ type counts struct {
 	// Counters holds the capture program's counters, indexed by counter
 	// (bpf.CaptureCounterCNT_MISS_EXIT), summed over the CPUs.
 	Counters [bpf.CaptureCounterCNT_MAX]uint64
-	// Received and Discarded count the calls read from the ring buffer,
-	// and those of them dropped unread by Discard.
-	Received, Discarded uint64
+	// Received counts the calls read from the ring buffer, Discarded
+	// and Malformed those of them dropped unread by Discard, and skipped
+	// by Read as they did not decode.
+	Received, Discarded, Malformed uint64
 	// Counted counts the calls an aggregating session counted in the
 	// kernel.
 	Counted uint64
@@ -432,7 +465,7 @@ type counts struct {
 // counts reads the counters from the maps, which must be open: with mu
 // held, or before the session is returned by Open.
 func (s *Session) counts() (counts, error) {
-	c := counts{Skipped: skip.Reasons{}, Received: s.received.Load(), Discarded: s.discarded.Load()}
+	c := counts{Skipped: skip.Reasons{}, Received: s.received.Load(), Discarded: s.discarded.Load(), Malformed: s.malformed.Load()}
 	c.Skipped.Merge(s.planSkips)
 	if s.attached != nil {
 		c.Attached = s.attached.Attached

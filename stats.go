@@ -11,7 +11,7 @@ import (
 //
 //	Calls = Received + Counted + Drops + FilteredExit + calls not yet read
 //
-// and Received = calls read by Read + Discarded.
+// and Received = calls returned by Read + Discarded + Malformed.
 type Stats struct {
 	// Calls counts the traced calls whose exit the program saw, sent or
 	// not; Drops those the ring buffer had no room for.
@@ -19,6 +19,10 @@ type Stats struct {
 	// Received counts the calls read from the ring buffer, Discarded
 	// those of them dropped unread by Discard.
 	Received, Discarded uint64
+	// Malformed counts the records Read skipped, received but not
+	// decoded: too short for their header or data, or of a function
+	// the session does not trace. Read goes on with the next record.
+	Malformed uint64
 	// Counted counts the calls an aggregating session (Config.Aggregate)
 	// counted in the kernel instead of sending them.
 	Counted uint64
@@ -74,6 +78,7 @@ func statsOf(c counts) Stats {
 	st := Stats{
 		Received:        c.Received,
 		Discarded:       c.Discarded,
+		Malformed:       c.Malformed,
 		Counted:         c.Counted,
 		TrackEvicted:    c.TrackEvicted,
 		Attached:        c.Attached,

@@ -9,6 +9,7 @@
 //	trawl_call_duration_seconds{function, module}  (histogram)
 //	trawl_functions{backend, state, reason}
 //	trawl_dropped_total, trawl_missed_total{kind}
+//	trawl_malformed_records_total
 //	trawl_build_info{version, kernel}
 //
 // A function's calls are counted from the moment the trace was armed. The
@@ -74,6 +75,8 @@ var (
 		"Functions selected, by backend, state (attached or skipped) and the reason they were skipped.", []string{"backend", "state", "reason"}, nil)
 	droppedDesc = prometheus.NewDesc("trawl_dropped_total",
 		"Calls lost because the ring buffer was full (none when only counting).", nil, nil)
+	malformedDesc = prometheus.NewDesc("trawl_malformed_records_total",
+		"Records from the ring buffer that did not decode, skipped (trawl.Stats.Malformed).", nil, nil)
 	missedDesc = prometheus.NewDesc("trawl_missed_total",
 		"Calls or events the kernel program missed, by kind.", []string{"kind"}, nil)
 	buildDesc = prometheus.NewDesc("trawl_build_info",
@@ -95,7 +98,7 @@ func NewCollector(src Source, opts Options) *Collector {
 
 // Describe sends the descriptors of the metrics.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{callsDesc, errorsDesc, durationDesc, functionsDesc, droppedDesc, missedDesc, buildDesc} {
+	for _, d := range []*prometheus.Desc{callsDesc, errorsDesc, durationDesc, functionsDesc, droppedDesc, malformedDesc, missedDesc, buildDesc} {
 		ch <- d
 	}
 }
@@ -128,6 +131,7 @@ func (c *Collector) collectStats(ch chan<- prometheus.Metric, st trawl.Stats) {
 		ch <- prometheus.MustNewConstMetric(functionsDesc, prometheus.GaugeValue, float64(len(items)), c.opts.Backend, "skipped", reason)
 	}
 	ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(st.Drops))
+	ch <- prometheus.MustNewConstMetric(malformedDesc, prometheus.CounterValue, float64(st.Malformed))
 	for _, m := range Missed(st) {
 		ch <- prometheus.MustNewConstMetric(missedDesc, prometheus.CounterValue, float64(m.N), m.Kind)
 	}

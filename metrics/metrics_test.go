@@ -66,7 +66,7 @@ func TestMetrics(t *testing.T) {
 			statstest.Function("do_sys_openat2", "", 2, 5000, 7000),
 			statstest.Function("p9_client_read", "9pnet", 0, 3),
 		},
-		Totals: trawl.Stats{Attached: 3, Drops: 0, MissDepth: 4, Skipped: trawl.Skips{"variable arguments": {"printk"}}},
+		Totals: trawl.Stats{Attached: 3, Drops: 0, MissDepth: 4, Malformed: 2, Skipped: trawl.Skips{"variable arguments": {"printk"}}},
 	}
 	srv := httptest.NewServer(Handler(NewCollector(src, Options{Backend: "kprobe-session", Kernel: "7.3.4"}), HandlerOptions{}))
 	defer srv.Close()
@@ -84,6 +84,7 @@ func TestMetrics(t *testing.T) {
 		{"trawl_functions", "backend=kprobe-session,reason=variable arguments,state=skipped", 1},
 		{"trawl_missed_total", "kind=too_deep", 4},
 		{"trawl_dropped_total", "", 0},
+		{"trawl_malformed_records_total", "", 2},
 		{"trawl_build_info", "kernel=7.3.4,version=" + trawl.Version().Version, 1},
 	} {
 		m := series(mfs, c.name, c.labels)

@@ -303,12 +303,15 @@ func summary(w io.Writer, st trawl.Stats) {
 		fmt.Fprintf(w, "trawl: %d calls: %d counted in the kernel, %d filtered out at exit", st.Calls, st.Counted, st.FilteredExit)
 	} else {
 		fmt.Fprintf(w, "trawl: %d calls: %d read, %d not read (the trace stopped first), %d dropped (ring buffer full), %d filtered out at exit",
-			st.Calls, st.Received-st.Discarded, st.Discarded, st.Drops, st.FilteredExit)
+			st.Calls, st.Received-st.Discarded-st.Malformed, st.Discarded, st.Drops, st.FilteredExit)
 	}
 	if left := int64(st.Calls) - int64(st.Received+st.Counted+st.Drops+st.FilteredExit); left > 0 {
 		fmt.Fprintf(w, ", %d in flight", left)
 	}
 	fmt.Fprintf(w, "; %d functions attached, %d skipped\n", st.Attached, st.Skipped.Count())
+	if st.Malformed > 0 {
+		fmt.Fprintf(w, "trawl: %d records skipped: they did not decode\n", st.Malformed)
+	}
 	fmt.Fprintf(w, "trawl: filtered in the kernel at entry: %d by task (pid, comm, cgroup), %d by --filter\n", st.Filtered, st.FilteredExpr)
 	fmt.Fprintf(w, "trawl: missed: %d entries without task storage, %d calls nested too deep, %d exits without entry, %d entries without exit, %d calls without their captured memory (frame evicted), %d children not followed (pids map full)\n",
 		st.MissStorage, st.MissDepth, st.MissEntry, st.MissExit, st.MissFrame, st.MissPIDs)
@@ -357,5 +360,5 @@ func lateSummary(w io.Writer, before, after trawl.Stats) {
 		return
 	}
 	fmt.Fprintf(w, "trawl: by the end of the detach, %d calls: %d read, %d not read, %d dropped (ring buffer full), %d filtered out at exit\n",
-		after.Calls, after.Received-after.Discarded, after.Discarded, after.Drops, after.FilteredExit)
+		after.Calls, after.Received-after.Discarded-after.Malformed, after.Discarded, after.Drops, after.FilteredExit)
 }
