@@ -212,6 +212,10 @@ func (s *Session) Selection() *Selection { return s.selection() }
 // does not decode is skipped, counted in Stats.Malformed: Read goes on
 // with the next.
 func (s *Session) Read(ctx context.Context, c *Call) error {
+	if s.closing.Load() {
+		// Not waiting for Close, which holds readMu while it detaches.
+		return ErrClosed
+	}
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
 	if s.closing.Load() {
@@ -323,6 +327,9 @@ func (s *Session) Stop() error {
 // show them. It waits for a Read in progress to return; after Close it
 // drops nothing.
 func (s *Session) Discard() (int, error) {
+	if s.closing.Load() {
+		return 0, nil
+	}
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
 	if s.closing.Load() {
