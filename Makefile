@@ -9,7 +9,7 @@ KERNELS := amd64-5.10 amd64-6.1 amd64-6.12 amd64-7.3 arm64-5.10 arm64-6.12 arm64
 KERNEL  ?= $(KERNELS)
 export CGO_ENABLED := 0
 
-.PHONY: all test unit vmtest tools fetch demo readme-features bpf bpf-check FORCE
+.PHONY: all test unit fuzz vmtest tools fetch demo readme-features bpf bpf-check FORCE
 
 all: tools
 
@@ -37,6 +37,20 @@ unit:
 	$(GO) vet ./...
 	$(GO) -C tools/release vet ./...
 	CGO_ENABLED=1 $(GO) test -race ./...
+	@$(MAKE) --no-print-directory fuzz
+
+# fuzz runs each fuzz target for FUZZTIME beyond its seeds (the seeds run
+# with the tests), one after the other: under 2 minutes in all, builds
+# included. Every fuzz target of the repository must be listed here.
+FUZZTIME ?= 15s
+FUZZ_TARGETS := FuzzDecode:./internal/decode FuzzRecord:./internal/event FuzzFilter:./internal/filter FuzzParse:./internal/selector
+fuzz:
+	@test "$$(grep -rh --include='*_test.go' '^func Fuzz' . | wc -l)" = "$(words $(FUZZ_TARGETS))" || \
+		{ echo "make fuzz: a fuzz target is not in FUZZ_TARGETS:"; grep -rn --include='*_test.go' '^func Fuzz' .; exit 1; }
+	@for t in $(FUZZ_TARGETS); do \
+		echo "$(GO) test -run='^$$' -fuzz=^$${t%%:*}\$$ -fuzztime=$(FUZZTIME) $${t#*:}"; \
+		$(GO) test -run='^$$' -fuzz="^$${t%%:*}\$$" -fuzztime=$(FUZZTIME) $${t#*:} || exit 1; \
+	done
 
 # The guest that runs the OpenTelemetry tests (internal/vmtest/suite)
 # needs the collector, built while the kernels download.

@@ -240,3 +240,20 @@ func TestSockaddr(t *testing.T) {
 		}
 	}
 }
+
+// TestWideAnonymousMembers decodes a struct of malformed BTF whose
+// anonymous members hold the same anonymous struct four times, down to
+// the nesting bound: flattening it must stop well before visiting 4^16
+// members.
+func TestWideAnonymousMembers(t *testing.T) {
+	u32 := &btf.Int{Name: "u32", Size: 4}
+	anon := &btf.Struct{Size: 4}
+	anon.Members = []btf.Member{{Type: anon}, {Type: anon}, {Type: anon}, {Type: anon}, {Name: "x", Type: u32}}
+	outer := &btf.Struct{Name: "outer", Size: 4, Members: []btf.Member{{Type: anon}}}
+	for _, full := range []bool{false, true} {
+		v := decode.NewDecoder(decode.Options{Full: full}, nil).Value(outer, []byte{1, 0, 0, 0})
+		if v.Kind != call.KindStruct {
+			t.Errorf("full %v: %+v, want a struct", full, v)
+		}
+	}
+}

@@ -63,8 +63,15 @@ func (f *field) state(raw []byte) fieldState {
 	return zero
 }
 
-// maxNest bounds the flattening of anonymous members in malformed BTF.
-const maxNest = 16
+// maxNest bounds the flattening of anonymous members in malformed BTF in
+// depth, and maxMembers in breadth: the members it visits in all, which an
+// anonymous type that holds the same anonymous type twice, and so on,
+// would make 2^maxNest times as many. The kernel's largest structs
+// flatten to a few hundred.
+const (
+	maxNest    = 16
+	maxMembers = 8192
+)
 
 // layout returns the layout of t, made on first use.
 func (d *Decoder) layout(t btf.Type) *layout {
@@ -99,9 +106,19 @@ func membersOf(t btf.Type) []btf.Member {
 
 // flatten appends members to out, descending into anonymous structs and
 // unions. With all false, only one alternative of an anonymous union is kept
-// and padding is dropped.
+// and padding is dropped. It visits at most maxMembers members.
 func flatten(out []field, members []btf.Member, base uint32, all bool, nest int) []field {
+	budget := maxMembers
+	return flattenAt(out, members, base, all, nest, &budget)
+}
+
+// flattenAt is flatten, visiting at most *budget members more.
+func flattenAt(out []field, members []btf.Member, base uint32, all bool, nest int, budget *int) []field {
 	for _, m := range members {
+		if *budget <= 0 {
+			return out
+		}
+		*budget--
 		off := base + uint32(m.Offset)
 		u, be := resolve(m.Type)
 		if m.Name == "" {
@@ -110,7 +127,7 @@ func flatten(out []field, members []btf.Member, base uint32, all bool, nest int)
 				sub = alternative(sub)
 			}
 			if nest < maxNest {
-				out = flatten(out, sub, off, all, nest+1)
+				out = flattenAt(out, sub, off, all, nest+1, budget)
 			}
 			continue // an unnamed scalar is padding
 		}
