@@ -40,6 +40,9 @@ type Config struct {
 	// Session.Backend says BackendFentry.
 	Backend Backend
 	// PIDs, if set, limits tracing to these processes and their children.
+	// They are pids in the calling process's PID namespace, as are those
+	// of the calls read (0 for a task outside it); Open refuses a process
+	// whose own namespace is nested inside the caller's.
 	PIDs []int
 	// Comm, if set, limits tracing to tasks of this name.
 	Comm string

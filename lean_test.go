@@ -53,6 +53,7 @@ func TestLeanest(t *testing.T) {
 		bpf.CaptureVarFilterAt, bpf.CaptureVarFilterCgroup, bpf.CaptureVarFilterCgroupExact,
 		bpf.CaptureVarFilterCgroupLevel, bpf.CaptureVarFilterComm, bpf.CaptureVarFilterErrno,
 		bpf.CaptureVarFilterErrors, bpf.CaptureVarFilterPids, bpf.CaptureVarMinDuration,
+		bpf.CaptureVarPidnsDev, bpf.CaptureVarPidnsIno,
 		bpf.CaptureVarShadowByTid, bpf.CaptureVarShowOn, bpf.CaptureVarTaskByHelpers,
 		bpf.CaptureVarTrackOn, bpf.CaptureVarTrackTimeout, bpf.CaptureVarWantStack,
 	}

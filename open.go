@@ -296,6 +296,9 @@ func (s *Session) prepare(cat *kernel.Catalogue, cfg Config, n int, coded []back
 	if err := configure(spec, cfg, n); err != nil {
 		return nil, err
 	}
+	if s.namespaced, err = configurePIDNamespace(spec, cfg); err != nil {
+		return nil, err
+	}
 	if err := s.show.configure(spec); err != nil {
 		return nil, err
 	}
@@ -490,10 +493,14 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, n int) error {
 }
 
 // followPIDs traces the processes and, through the fork program, their
-// children.
+// children. In a PID namespace other than the initial one, the program
+// finds the processes by their pids in it (configurePIDNamespace).
 func (s *Session) followPIDs(pids []int) error {
 	coll := s.capture.Collection
 	m := coll.Maps[bpf.CaptureMapPids]
+	if s.namespaced {
+		m = coll.Maps[bpf.CaptureMapNspids]
+	}
 	for _, pid := range pids {
 		if err := m.Put(uint32(pid), uint8(1)); err != nil {
 			return err

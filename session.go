@@ -73,7 +73,10 @@ type Session struct {
 	plans   []*plan.Plan
 	targets []backend.Target
 	flt     *filters
-	show    *shows
+	// namespaced says trawl runs in a PID namespace other than the
+	// initial one (pidns.go).
+	namespaced bool
+	show       *shows
 	// stacks symbolises the calls' kernel stacks, with --stack.
 	stacks *stackFrames
 	// entries are the functions --entry selected.

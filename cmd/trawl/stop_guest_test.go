@@ -99,6 +99,17 @@ func TestMain(m *testing.M) {
 		opens(os.Args[2:])
 		time.Sleep(lingerTime)
 		os.Exit(0)
+	case len(os.Args) >= 2 && os.Args[1] == inPIDNamespaceArg:
+		if err := inPIDNamespace(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "run trawl in a PID namespace:", err)
+			os.Exit(1)
+		}
+	case len(os.Args) == 3 && os.Args[1] == openLoopArg:
+		openLoop(os.Args[2])
+	case len(os.Args) == 3 && os.Args[1] == pidOpenArg:
+		fmt.Println(os.Getpid())
+		opens(os.Args[2:])
+		os.Exit(0)
 	case len(os.Args) == 2 && os.Args[1] == whoamiArg:
 		whoami()
 		os.Exit(0)

@@ -259,6 +259,7 @@ const (
 	CaptureMapFrames                = "frames"
 	CaptureMapFuncIps               = "func_ips"
 	CaptureMapJourneys              = "journeys"
+	CaptureMapNspids                = "nspids"
 	CaptureMapPids                  = "pids"
 	CaptureMapPlans                 = "plans"
 	CaptureMapScratches             = "scratches"
@@ -294,6 +295,8 @@ const (
 	CaptureVarIpBits                = "ip_bits"
 	CaptureVarMinDuration           = "min_duration"
 	CaptureVarOpenGates             = "open_gates"
+	CaptureVarPidnsDev              = "pidns_dev"
+	CaptureVarPidnsIno              = "pidns_ino"
 	CaptureVarShadowByTid           = "shadow_by_tid"
 	CaptureVarShared                = "shared"
 	CaptureVarShowOn                = "show_on"
@@ -371,6 +374,7 @@ type CaptureMapSpecs struct {
 	Frames     *ebpf.MapSpec `ebpf:"frames"`
 	FuncIps    *ebpf.MapSpec `ebpf:"func_ips"`
 	Journeys   *ebpf.MapSpec `ebpf:"journeys"`
+	Nspids     *ebpf.MapSpec `ebpf:"nspids"`
 	Pids       *ebpf.MapSpec `ebpf:"pids"`
 	Plans      *ebpf.MapSpec `ebpf:"plans"`
 	Scratches  *ebpf.MapSpec `ebpf:"scratches"`
@@ -400,6 +404,8 @@ type CaptureVariableSpecs struct {
 	IpBits            *ebpf.VariableSpec `ebpf:"ip_bits"`
 	MinDuration       *ebpf.VariableSpec `ebpf:"min_duration"`
 	OpenGates         *ebpf.VariableSpec `ebpf:"open_gates"`
+	PidnsDev          *ebpf.VariableSpec `ebpf:"pidns_dev"`
+	PidnsIno          *ebpf.VariableSpec `ebpf:"pidns_ino"`
 	ShadowByTid       *ebpf.VariableSpec `ebpf:"shadow_by_tid"`
 	Shared            *ebpf.VariableSpec `ebpf:"shared"`
 	ShowOn            *ebpf.VariableSpec `ebpf:"show_on"`
@@ -437,6 +443,7 @@ type CaptureMaps struct {
 	Frames     *ebpf.Map `ebpf:"frames"`
 	FuncIps    *ebpf.Map `ebpf:"func_ips"`
 	Journeys   *ebpf.Map `ebpf:"journeys"`
+	Nspids     *ebpf.Map `ebpf:"nspids"`
 	Pids       *ebpf.Map `ebpf:"pids"`
 	Plans      *ebpf.Map `ebpf:"plans"`
 	Scratches  *ebpf.Map `ebpf:"scratches"`
@@ -456,6 +463,7 @@ func (m *CaptureMaps) Close() error {
 		m.Frames,
 		m.FuncIps,
 		m.Journeys,
+		m.Nspids,
 		m.Pids,
 		m.Plans,
 		m.Scratches,
@@ -486,6 +494,8 @@ type CaptureVariables struct {
 	IpBits            *ebpf.Variable `ebpf:"ip_bits"`
 	MinDuration       *ebpf.Variable `ebpf:"min_duration"`
 	OpenGates         *ebpf.Variable `ebpf:"open_gates"`
+	PidnsDev          *ebpf.Variable `ebpf:"pidns_dev"`
+	PidnsIno          *ebpf.Variable `ebpf:"pidns_ino"`
 	ShadowByTid       *ebpf.Variable `ebpf:"shadow_by_tid"`
 	Shared            *ebpf.Variable `ebpf:"shared"`
 	ShowOn            *ebpf.Variable `ebpf:"show_on"`

@@ -139,6 +139,7 @@ const (
 	CaptureLeanMapFrames                = "frames"
 	CaptureLeanMapFuncIps               = "func_ips"
 	CaptureLeanMapJourneys              = "journeys"
+	CaptureLeanMapNspids                = "nspids"
 	CaptureLeanMapPids                  = "pids"
 	CaptureLeanMapPlans                 = "plans"
 	CaptureLeanMapScratches             = "scratches"
@@ -233,6 +234,7 @@ type CaptureLeanMapSpecs struct {
 	Frames     *ebpf.MapSpec `ebpf:"frames"`
 	FuncIps    *ebpf.MapSpec `ebpf:"func_ips"`
 	Journeys   *ebpf.MapSpec `ebpf:"journeys"`
+	Nspids     *ebpf.MapSpec `ebpf:"nspids"`
 	Pids       *ebpf.MapSpec `ebpf:"pids"`
 	Plans      *ebpf.MapSpec `ebpf:"plans"`
 	Scratches  *ebpf.MapSpec `ebpf:"scratches"`
@@ -281,6 +283,7 @@ type CaptureLeanMaps struct {
 	Frames     *ebpf.Map `ebpf:"frames"`
 	FuncIps    *ebpf.Map `ebpf:"func_ips"`
 	Journeys   *ebpf.Map `ebpf:"journeys"`
+	Nspids     *ebpf.Map `ebpf:"nspids"`
 	Pids       *ebpf.Map `ebpf:"pids"`
 	Plans      *ebpf.Map `ebpf:"plans"`
 	Scratches  *ebpf.Map `ebpf:"scratches"`
@@ -300,6 +303,7 @@ func (m *CaptureLeanMaps) Close() error {
 		m.Frames,
 		m.FuncIps,
 		m.Journeys,
+		m.Nspids,
 		m.Pids,
 		m.Plans,
 		m.Scratches,

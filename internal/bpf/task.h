@@ -17,6 +17,21 @@
 FEATURE(__u32 shadow_by_tid) = 0;
 FEATURE(__u32 task_by_helpers) = 0;
 
+/* trawl's PID namespace (the device and inode of /proc/self/ns/pid), set
+ * by the loader when it is not the initial one (pidns.go): the ids a
+ * record carries are then the task's in that namespace, as the user of
+ * trawl sees them, and 0 for a task whose own namespace is another (the
+ * helper, 5.7+, translates into the task's active namespace only). */
+FEATURE(__u64 pidns_dev) = 0;
+FEATURE(__u64 pidns_ino) = 0;
+
+/* ns_ids fills ns with the current task's ids in trawl's PID namespace,
+ * and zeroes them and returns non-zero when the task is outside it. */
+static __always_inline long ns_ids(struct bpf_pidns_info *ns)
+{
+	return bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, ns, sizeof(*ns));
+}
+
 /* get_shadow returns the current task's shadow stack, made first if
  * create is set and there is none; 0 without one. */
 static __always_inline struct shadow *get_shadow(int create)
@@ -64,12 +79,19 @@ static __always_inline void who(struct record *r)
 		r->tgid = id >> 32;
 		r->pid = id;
 		bpf_get_current_comm(r->comm, sizeof(r->comm));
-		return;
+	} else {
+		t = bpf_get_current_task_btf();
+		r->tgid = t->tgid;
+		r->pid = t->pid;
+		read_comm(t, (__u64 *)r->comm);
 	}
-	t = bpf_get_current_task_btf();
-	r->tgid = t->tgid;
-	r->pid = t->pid;
-	read_comm(t, (__u64 *)r->comm);
+	if (pidns_ino) {
+		struct bpf_pidns_info ns;
+
+		ns_ids(&ns);
+		r->tgid = ns.tgid;
+		r->pid = ns.pid;
+	}
 }
 
 #endif

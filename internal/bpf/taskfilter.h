@@ -5,18 +5,48 @@
 #define TRAWL_TASKFILTER_H
 
 /* Set by the loader. */
-FEATURE(__u32 filter_pids) = 0;   /* only tasks in the pids map */
+FEATURE(__u32 filter_pids) = 0;   /* only tasks in the pids (or nspids) map */
 FEATURE(char filter_comm[16]) = {}; /* only this comm, if set */
 FEATURE(__u64 filter_cgroup) = 0; /* only tasks in this cgroup (v2 id) */
 FEATURE(__u32 filter_cgroup_level) = 0; /* its level: 0 for the root */
 FEATURE(__u32 filter_cgroup_exact) = 0; /* not in its descendants */
 
+/* pids holds the traced processes by their tgid in the initial PID
+ * namespace, which the programs see. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
 	__type(key, __u32);
 	__type(value, __u8);
 } pids SEC(".maps");
+
+/* nspids holds the --pid processes not yet seen, by their tgid in trawl's
+ * PID namespace (pidns_ino in task.h), when trawl runs in one: user space
+ * cannot tell their tgid in the initial namespace. A process moves to
+ * pids when it is first seen (admit), before its tgid can be recycled. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} nspids SEC(".maps");
+
+/* admit moves the current process, whose tgid in the initial namespace is
+ * tgid, from nspids to pids if it is there, and says whether it did. */
+static __always_inline int admit(__u32 tgid)
+{
+	struct bpf_pidns_info ns;
+	__u8 one = 1;
+
+	if (!pidns_ino || ns_ids(&ns) || !bpf_map_lookup_elem(&nspids, &ns.tgid))
+		return 0;
+	if (bpf_map_update_elem(&pids, &tgid, &one, BPF_ANY)) {
+		count(CNT_MISS_PIDS);
+		return 0;
+	}
+	bpf_map_delete_elem(&nspids, &ns.tgid);
+	return 1;
+}
 
 /* in_cgroup says whether the current task is in the cgroup filter_cgroup
  * or, unless filter_cgroup_exact, in one of its descendants: its ancestor
@@ -35,7 +65,7 @@ static __always_inline int wanted(void)
 
 	if (filter_pids) {
 		tgid = bpf_get_current_pid_tgid() >> 32;
-		if (!bpf_map_lookup_elem(&pids, &tgid))
+		if (!bpf_map_lookup_elem(&pids, &tgid) && !admit(tgid))
 			return 0;
 	}
 	if (filter_cgroup && !in_cgroup())
@@ -63,24 +93,30 @@ int follow_fork(__u64 *ctx)
 	__u32 ptgid = parent->tgid, ctgid = child->tgid;
 	__u8 one = 1;
 
-	if (filter_pids && bpf_map_lookup_elem(&pids, &ptgid) &&
+	/* The parent is the current task. */
+	if (filter_pids && (bpf_map_lookup_elem(&pids, &ptgid) || admit(ptgid)) &&
 	    bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY))
 		count(CNT_MISS_PIDS);
 	return 0;
 }
 
-/* forget_exit removes a traced process from the pids map when its last
- * thread exits, so the map holds live processes only and a recycled pid
- * is never traced by mistake. The tracepoint fires after do_exit counted
- * the thread out of signal->live. */
+/* forget_exit removes a traced process from the pids (and nspids) map
+ * when its last thread exits, so the maps hold live processes only and a
+ * recycled pid is never traced by mistake. The tracepoint fires after
+ * do_exit counted the thread out of signal->live. */
 SEC("tp_btf/sched_process_exit")
 int forget_exit(__u64 *ctx)
 {
 	struct task_struct *t = (void *)ctx[0];
 	__u32 tgid = t->tgid;
+	struct bpf_pidns_info ns;
 
-	if (filter_pids && !t->signal->live.counter)
-		bpf_map_delete_elem(&pids, &tgid);
+	if (!filter_pids || t->signal->live.counter)
+		return 0;
+	bpf_map_delete_elem(&pids, &tgid);
+	/* A --pid process never seen: the exiting task is the current one. */
+	if (pidns_ino && !ns_ids(&ns))
+		bpf_map_delete_elem(&nspids, &ns.tgid);
 	return 0;
 }
 
