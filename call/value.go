@@ -84,6 +84,10 @@ const (
 	// Cut marks a struct behind a pointer that --depth would have
 	// captured, left out by the per-call byte budget: it has no Fields.
 	Cut
+	// Buffer marks a KindString or KindBytes value that holds the bytes
+	// of a sized buffer (docs/buffers.md, and --show's buf()): the data a
+	// call reads or writes, rather than a NUL-terminated string.
+	Buffer
 )
 
 // Value is a decoded value: a scalar, a string, a pointer or a tree of
@@ -130,3 +134,6 @@ func (v *Value) IsElided() bool { return v.Flags&Elided != 0 }
 
 // IsCut reports whether the per-call byte budget left the value out.
 func (v *Value) IsCut() bool { return v.Flags&Cut != 0 }
+
+// IsBuffer reports whether the value holds the bytes of a sized buffer.
+func (v *Value) IsBuffer() bool { return v.Flags&Buffer != 0 }

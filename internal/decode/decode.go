@@ -324,10 +324,11 @@ func (d *Decoder) cstring(b []byte, open bool) call.Value {
 
 // Buffer decodes the sized buffer name: data are its first bytes, of n
 // in all. Printable text is a string of exactly those bytes, anything
-// else raw bytes; More counts the bytes not captured or not shown.
+// else raw bytes, either marked call.Buffer; More counts the bytes not
+// captured or not shown.
 func (d *Decoder) Buffer(name string, data []byte, n uint64) call.Value {
 	data = data[:min(uint64(len(data)), n)]
-	v := call.Value{Kind: call.KindBytes, Name: name}
+	v := call.Value{Kind: call.KindBytes, Flags: call.Buffer, Name: name}
 	if printable(data) {
 		v.Kind = call.KindString
 	}

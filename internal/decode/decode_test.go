@@ -209,8 +209,8 @@ func TestBuffer(t *testing.T) {
 		{[]byte{0xff, 0xfe}, 2, call.KindBytes, "\xff\xfe", 0},
 	} {
 		v := d.Buffer("buf", tc.data, tc.n)
-		if v.Kind != tc.kind || v.Str != tc.str || v.More != tc.more || v.Name != "buf" {
-			t.Errorf("Buffer(%q, %d) = %s %q more %d, want %s %q more %d", tc.data, tc.n, v.Kind, v.Str, v.More, tc.kind, tc.str, tc.more)
+		if v.Kind != tc.kind || v.Str != tc.str || v.More != tc.more || v.Name != "buf" || !v.IsBuffer() {
+			t.Errorf("Buffer(%q, %d) = %s %q more %d buffer %v, want %s %q more %d buffer true", tc.data, tc.n, v.Kind, v.Str, v.More, v.IsBuffer(), tc.kind, tc.str, tc.more)
 		}
 	}
 }
