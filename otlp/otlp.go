@@ -24,6 +24,13 @@
 // pointers are "NULL", values not captured "?"; structs and arrays are
 // strings of their JSON text as render.JSON writes it.
 //
+// Which of the values of arguments, --show expressions and returns a
+// span carries is Options.Values's choice: by default (ValuesNames)
+// numbers and names but no buffer, struct or kernel address, and strings
+// cut to NamesStringLimit bytes; see Values. Every string attribute is
+// cut to Options.AttributeLimit bytes. A value cut ends in "..." and is
+// counted (TraceStats.Cut).
+//
 // Metrics exports what an aggregating trace (trawl.Config.Aggregate)
 // counts in the kernel, with the names and numbers of package metrics
 // (OTLP's names, which a collector's Prometheus exporter turns into
@@ -45,6 +52,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -87,6 +95,17 @@ type Options struct {
 	// Backend is the backend that attached the functions, for the
 	// trawl.functions metric.
 	Backend string
+	// Values says which values of a call's arguments, --show
+	// expressions and return its span carries: ValuesNone, ValuesNames
+	// or ValuesAll (see Values); "" means ValuesNames. Metrics carry no
+	// values at any level.
+	Values Values
+	// AttributeLimit bounds the bytes of each string attribute of a span
+	// (and of each frame of trawl.stack): a longer string is cut at a
+	// character boundary and ends in "...", AttributeLimit bytes in all,
+	// and counted (TraceStats.Cut). 0 means DefaultAttributeLimit; else
+	// it is at least MinAttributeLimit.
+	AttributeLimit int
 }
 
 // Defaults of Options.
@@ -96,7 +115,60 @@ const (
 	DefaultTimeout        = 5 * time.Second
 	DefaultInterval       = time.Second
 	DefaultMetricInterval = 10 * time.Second
+	// DefaultAttributeLimit bounds each value at 1 KiB, room for the hex
+	// of a buffer of 64 bytes (--max-bytes' default) and a struct of
+	// dozens of members (ValuesAll).
+	DefaultAttributeLimit = 1024
 )
+
+// MinAttributeLimit is the least Options.AttributeLimit: room for a few
+// characters and the "..." of a cut.
+const MinAttributeLimit = 16
+
+// NamesStringLimit is the most bytes of a string value ValuesNames sends:
+// a longer one is cut, its first bytes and "...", 64 bytes in all.
+const NamesStringLimit = 64
+
+// Values is a level of the values a span carries (Options.Values, the
+// command's --otlp-values), from the least sent:
+//
+//   - ValuesNone: no value of an argument, a --show expression or the
+//     return (no trawl.arg, trawl.show or trawl.ret attribute).
+//   - ValuesNames, the default: integers, floats, booleans and returned
+//     errors; enumerator names ("O_RDONLY|O_CLOEXEC"); NULL, and a
+//     pointer into a kernel symbol as "sym+0x10"; "?" for a value not
+//     captured; strings (NUL-terminated: file names, socket addresses,
+//     --show's str()) cut to NamesStringLimit bytes. Not sent: sized
+//     buffers (call.Buffer: the bytes a write or read carried, text or
+//     not) and other raw bytes, structs and arrays, and pointers outside
+//     a symbol, whose kernel addresses would undo KASLR.
+//   - ValuesAll: every value, buffers, structs and addresses included.
+//
+// A value a level does not send has no attribute. At every level a span
+// keeps its name (the function), times, task (thread.id, process.pid,
+// process.command), trawl.errno and the error status, trawl.module,
+// trawl.cpu, trawl.chain, trawl.flags and trawl.stack (symbols and
+// offsets), and every string attribute is cut to Options.AttributeLimit.
+type Values string
+
+// The levels of Values.
+const (
+	// ValuesNone sends no value of an argument, a --show expression or a
+	// return: no trawl.arg, trawl.show or trawl.ret attribute.
+	ValuesNone Values = "none"
+	// ValuesNames sends numbers, names and strings cut short, but no
+	// buffer, raw memory, struct, array or kernel address.
+	ValuesNames Values = "names"
+	// ValuesAll sends every value, as the package documentation maps it.
+	ValuesAll Values = "all"
+)
+
+// ValueLevels are the levels of Values, from the least sent.
+var ValueLevels = []Values{ValuesNone, ValuesNames, ValuesAll}
+
+// ErrBadOptions is returned for Options whose Values or AttributeLimit
+// has no meaning.
+var ErrBadOptions = errors.New("bad OTLP options")
 
 // ErrBadURL is returned for an Options.URL that names no OTLP endpoint.
 var ErrBadURL = errors.New("bad OTLP URL")
@@ -145,7 +217,24 @@ func parseURL(s string) (endpoint, error) {
 	return e, nil
 }
 
+// check says why the options of spans cannot be used, or returns nil.
+func (o Options) check() error {
+	if o.Values != "" && !slices.Contains(ValueLevels, o.Values) {
+		return fmt.Errorf("%w: Values %q: want %s, %s or %s", ErrBadOptions, o.Values, ValuesNone, ValuesNames, ValuesAll)
+	}
+	if o.AttributeLimit != 0 && o.AttributeLimit < MinAttributeLimit {
+		return fmt.Errorf("%w: AttributeLimit %d: want at least %d bytes (or 0, %d)", ErrBadOptions, o.AttributeLimit, MinAttributeLimit, DefaultAttributeLimit)
+	}
+	return nil
+}
+
 func (o Options) withDefaults() Options {
+	if o.Values == "" {
+		o.Values = ValuesNames
+	}
+	if o.AttributeLimit == 0 {
+		o.AttributeLimit = DefaultAttributeLimit
+	}
 	if o.QueueSize <= 0 {
 		o.QueueSize = DefaultQueueSize
 	}

@@ -46,6 +46,10 @@ type TraceStats struct {
 	// when a shutdown ran out of time (or given after it):
 	// Spans = Exported + Dropped + Failed once shut down.
 	Spans, Exported, Dropped, Failed uint64
+	// Cut counts the attribute values cut short, each ending in "...":
+	// strings past NamesStringLimit (ValuesNames) and any string past
+	// Options.AttributeLimit.
+	Cut uint64
 	// Err is the last export error, nil if none failed; one cut short by
 	// Shutdown only if none failed before.
 	Err error
@@ -68,9 +72,9 @@ type Traces struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	spans, dropped, exported, failed atomic.Uint64
-	mu                               sync.Mutex
-	err                              error
+	spans, dropped, exported, failed, cuts atomic.Uint64
+	mu                                     sync.Mutex
+	err                                    error
 
 	// The sender's: per thread, the ids of the spans of the calls in
 	// progress, by depth (a call's span id is chosen when its first child
@@ -90,6 +94,9 @@ type openCall struct {
 func NewTraces(ctx context.Context, opts Options) (*Traces, error) {
 	e, err := parseURL(opts.URL)
 	if err != nil {
+		return nil, err
+	}
+	if err := opts.check(); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults()
@@ -118,6 +125,9 @@ func NewTraces(ctx context.Context, opts Options) (*Traces, error) {
 // NewTracesTo returns a Traces exporting with exp (opts.URL unused): an
 // exporter of the OpenTelemetry SDK, such as an in-memory one in tests.
 func NewTracesTo(exp sdktrace.SpanExporter, opts Options) (*Traces, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults()
 	if opts.WallOffset == 0 {
 		off, err := render.WallOffset()
@@ -284,7 +294,8 @@ func (t *Traces) link(c *call.Call) (trace.TraceID, trace.SpanID, trace.SpanID) 
 }
 
 // attributes returns the span attributes of c, in a slice reused by the
-// next call.
+// next call: the values Options.Values sends, every string cut to
+// Options.AttributeLimit.
 func (t *Traces) attributes(c *call.Call) []attribute.KeyValue {
 	a := append(t.attrs[:0],
 		attribute.Int64("thread.id", int64(c.TID)),
@@ -301,14 +312,14 @@ func (t *Traces) attributes(c *call.Call) []attribute.KeyValue {
 			if name == "" {
 				name = "arg" + strconv.Itoa(i)
 			}
-			a = append(a, t.value("trawl.arg."+name, &c.Args[i]))
+			a = t.value(a, "trawl.arg."+name, &c.Args[i])
 		}
 	}
 	for i := range c.Show {
-		a = append(a, t.value("trawl.show."+validUTF8(c.Show[i].Name), &c.Show[i]))
+		a = t.value(a, "trawl.show."+validUTF8(c.Show[i].Name), &c.Show[i])
 	}
 	if c.Ret.Kind != call.KindNone {
-		a = append(a, t.value("trawl.ret", &c.Ret))
+		a = t.value(a, "trawl.ret", &c.Ret)
 		if name := errnoName(&c.Ret); name != "" {
 			a = append(a, attribute.String("trawl.errno", name))
 		}
@@ -316,18 +327,54 @@ func (t *Traces) attributes(c *call.Call) []attribute.KeyValue {
 	if c.Chain != 0 {
 		a = append(a, attribute.Int64("trawl.chain", int64(c.Chain)))
 	}
+	for i := range a {
+		if a[i].Value.Type() == attribute.STRING {
+			if s, ok := t.cut(a[i].Value.AsString(), t.opts.AttributeLimit); ok {
+				a[i].Value = attribute.StringValue(s)
+			}
+		}
+	}
+	// The names of trawl.flags are shorter than MinAttributeLimit.
 	if flags := flagNames(c.Flags); len(flags) > 0 {
 		a = append(a, attribute.StringSlice("trawl.flags", flags))
 	}
 	if c.Stack != nil {
-		a = append(a, attribute.StringSlice("trawl.stack", c.Stack))
+		a = append(a, attribute.StringSlice("trawl.stack", t.cutFrames(c.Stack)))
 	}
 	t.attrs = a
 	return a
 }
 
-// value returns v as an attribute (see the package documentation).
-func (t *Traces) value(key string, v *call.Value) attribute.KeyValue {
+// value appends v as the attribute key to a, if Options.Values sends it.
+func (t *Traces) value(a []attribute.KeyValue, key string, v *call.Value) []attribute.KeyValue {
+	if !sends(t.opts.Values, v) {
+		return a
+	}
+	return append(a, t.attribute(key, v))
+}
+
+// sends says whether level sends v (see Values).
+func sends(level Values, v *call.Value) bool {
+	switch level {
+	case ValuesNone:
+		return false
+	case ValuesAll:
+		return true
+	}
+	switch v.Kind {
+	case call.KindString:
+		return !v.IsBuffer()
+	case call.KindPointer:
+		// NULL or a symbol's name, never an address.
+		return v.Uint() == 0 || v.Str != ""
+	case call.KindBytes, call.KindStruct, call.KindArray:
+		return false
+	}
+	return true
+}
+
+// attribute returns v as an attribute (see the package documentation).
+func (t *Traces) attribute(key string, v *call.Value) attribute.KeyValue {
 	switch v.Kind {
 	case call.KindInt, call.KindErrno:
 		return attribute.Int64(key, v.Int())
@@ -342,11 +389,15 @@ func (t *Traces) value(key string, v *call.Value) attribute.KeyValue {
 		return attribute.Float64(key, v.Float())
 	case call.KindEnum:
 		if v.Str == "" {
-			return t.value(key, &call.Value{Kind: call.KindUint, Bits: v.Bits})
+			return t.attribute(key, &call.Value{Kind: call.KindUint, Bits: v.Bits})
 		}
 		return attribute.String(key, v.Str)
 	case call.KindString:
-		return attribute.String(key, validUTF8(v.Str))
+		s := validUTF8(v.Str)
+		if t.opts.Values == ValuesNames {
+			s, _ = t.cut(s, min(NamesStringLimit, t.opts.AttributeLimit))
+		}
+		return attribute.String(key, s)
 	case call.KindPointer:
 		if v.Uint() == 0 {
 			return attribute.String(key, "NULL")
@@ -361,6 +412,43 @@ func (t *Traces) value(key string, v *call.Value) attribute.KeyValue {
 		return attribute.String(key, string(t.json))
 	}
 	return attribute.String(key, "?")
+}
+
+// cutMark ends a string cut short.
+const cutMark = "..."
+
+// cut returns s, valid UTF-8, cut to limit bytes (at least len(cutMark))
+// if it is longer: its first bytes, at a character boundary, and
+// cutMark, counted in TraceStats.Cut. ok says whether it was cut.
+func (t *Traces) cut(s string, limit int) (_ string, ok bool) {
+	if len(s) <= limit {
+		return s, false
+	}
+	n := limit - len(cutMark)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	t.cuts.Add(1)
+	return s[:n] + cutMark, true
+}
+
+// cutFrames returns the stack frames cut to Options.AttributeLimit: the
+// same slice if none is longer, which is shared and never modified.
+func (t *Traces) cutFrames(frames []string) []string {
+	var out []string
+	for i, f := range frames {
+		s, ok := t.cut(f, t.opts.AttributeLimit)
+		if ok && out == nil {
+			out = slices.Clone(frames)
+		}
+		if out != nil {
+			out[i] = s
+		}
+	}
+	if out == nil {
+		return frames
+	}
+	return out
 }
 
 // errnoName returns the error name of a return value, "" if it is none.
@@ -461,7 +549,7 @@ func (t *Traces) Stats() TraceStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	// Spans last: it counts a call before the others do.
-	st := TraceStats{Exported: t.exported.Load(), Dropped: t.dropped.Load(), Failed: t.failed.Load(), Err: t.err}
+	st := TraceStats{Exported: t.exported.Load(), Dropped: t.dropped.Load(), Failed: t.failed.Load(), Cut: t.cuts.Load(), Err: t.err}
 	st.Spans = t.spans.Load()
 	if t.abort.Err() != nil {
 		// Shut down: what was not sent failed (the sender, if it is still

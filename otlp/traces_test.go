@@ -4,12 +4,16 @@ package otlp
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
+	"maps"
 	"math"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -60,10 +64,10 @@ type keepSpans struct{ *tracetest.InMemoryExporter }
 func (keepSpans) Shutdown(context.Context) error { return nil }
 
 // TestSpans checks the span of each call: name, times, parent links and
-// attributes.
+// attributes, every value sent (ValuesAll).
 func TestSpans(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
-	tr, err := NewTracesTo(keepSpans{exp}, Options{WallOffset: wall, Kernel: "7.3.0-test"})
+	tr, err := NewTracesTo(keepSpans{exp}, Options{WallOffset: wall, Kernel: "7.3.0-test", Values: ValuesAll})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +164,7 @@ func TestExportOverTheWire(t *testing.T) {
 			if proto == "grpc" {
 				url = r.startGRPC
 			}
-			tr, err := NewTraces(context.Background(), Options{URL: url(t), WallOffset: wall})
+			tr, err := NewTraces(context.Background(), Options{URL: url(t), WallOffset: wall, Values: ValuesAll})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -279,5 +283,225 @@ func TestBadURL(t *testing.T) {
 		if err := CheckURL(u); err != nil {
 			t.Errorf("CheckURL(%q) = %v", u, err)
 		}
+	}
+}
+
+// secret is the bytes of a traced write() the tests look for in spans.
+const secret = "trawl-secret-buffer"
+
+// longPath is a string of 100 bytes.
+var longPath = "/tmp/" + strings.Repeat("a", 95)
+
+// valueCalls are a write() of secret, with a value of every kind, and an
+// open() that fails.
+func valueCalls() []call.Call {
+	return []call.Call{
+		{TS: 1000, Duration: 10, PID: 7, TID: 7, Comm: "app", Func: "vfs_write", Args: []call.Value{
+			{Name: "file", Kind: call.KindPointer, Bits: 0xffff888000001000},
+			{Name: "ops", Kind: call.KindPointer, Bits: 0xffffffff82000000, Str: "ext4_file_operations"},
+			{Name: "null", Kind: call.KindPointer},
+			{Name: "buf", Kind: call.KindString, Flags: call.Buffer, Str: secret},
+			{Name: "raw", Kind: call.KindBytes, Flags: call.Buffer, Str: "\x00\x01" + secret},
+			{Name: "mem", Kind: call.KindBytes, Str: "\xfe\xff"},
+			{Name: "count", Kind: call.KindUint, Bits: uint64(len(secret))},
+			{Name: "delta", Kind: call.KindInt, Bits: math.MaxUint64},
+			{Name: "ratio", Kind: call.KindFloat, Bits: math.Float64bits(0.5)},
+			{Name: "mode", Kind: call.KindEnum, Str: "O_RDONLY", Bits: 0},
+			{Name: "path", Kind: call.KindString, Str: longPath},
+			{Name: "sync", Kind: call.KindBool, Bits: 1},
+			{Name: "gone", Kind: call.KindUnknown},
+			{Name: "pos", Kind: call.KindStruct, Fields: []call.Value{{Name: "v", Kind: call.KindInt, Bits: 10}}},
+			{Name: "iov", Kind: call.KindArray, Fields: []call.Value{{Kind: call.KindString, Str: secret}}},
+		}, Show: []call.Value{
+			{Name: "buf(buf, count)", Kind: call.KindString, Flags: call.Buffer, Str: secret},
+			{Name: "str(name)", Kind: call.KindString, Str: "eth0"},
+		}, Ret: call.Value{Kind: call.KindInt, Bits: uint64(len(secret))}},
+		{TS: 2000, Duration: 10, PID: 7, TID: 7, Comm: "app", Func: "do_sys_openat2",
+			Args: []call.Value{{Name: "filename", Kind: call.KindString, Str: "/etc/missing"}},
+			Ret:  call.Value{Kind: call.KindErrno, Bits: uint64(0xffffffff_fffffffe), Str: "ENOENT"}},
+	}
+}
+
+// export makes spans of calls with opts and returns them by name, with
+// the stats.
+func export(t *testing.T, opts Options, calls []call.Call) (map[string]tracetest.SpanStub, TraceStats) {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	opts.WallOffset = wall
+	tr, err := NewTracesTo(keepSpans{exp}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range calls {
+		tr.Call(&calls[i])
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	spans := map[string]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		spans[s.Name] = s
+	}
+	if len(spans) != len(calls) {
+		t.Fatalf("%d spans, want %d", len(spans), len(calls))
+	}
+	return spans, tr.Stats()
+}
+
+// values returns the attributes of the values of a span: trawl.arg.*,
+// trawl.show.* and trawl.ret.
+func values(s tracetest.SpanStub) map[string]attribute.Value {
+	m := map[string]attribute.Value{}
+	for _, kv := range s.Attributes {
+		if k := string(kv.Key); strings.HasPrefix(k, "trawl.arg.") || strings.HasPrefix(k, "trawl.show.") || k == "trawl.ret" {
+			m[k] = kv.Value
+		}
+	}
+	return m
+}
+
+// TestValueLevels exports a write() of a buffer at each level of
+// Options.Values and checks that its span carries exactly the values the
+// level sends, and no byte of the buffer below ValuesAll.
+func TestValueLevels(t *testing.T) {
+	numbers := map[string]attribute.Value{
+		"trawl.arg.ops":        attribute.StringValue("ext4_file_operations"),
+		"trawl.arg.null":       attribute.StringValue("NULL"),
+		"trawl.arg.count":      attribute.Int64Value(int64(len(secret))),
+		"trawl.arg.delta":      attribute.Int64Value(-1),
+		"trawl.arg.ratio":      attribute.Float64Value(0.5),
+		"trawl.arg.mode":       attribute.StringValue("O_RDONLY"),
+		"trawl.arg.sync":       attribute.BoolValue(true),
+		"trawl.arg.gone":       attribute.StringValue("?"),
+		"trawl.show.str(name)": attribute.StringValue("eth0"),
+		"trawl.ret":            attribute.Int64Value(int64(len(secret))),
+	}
+	names := maps.Clone(numbers)
+	names["trawl.arg.path"] = attribute.StringValue(longPath[:NamesStringLimit-3] + "...")
+	all := maps.Clone(numbers)
+	maps.Copy(all, map[string]attribute.Value{
+		"trawl.arg.path":             attribute.StringValue(longPath),
+		"trawl.arg.file":             attribute.StringValue("0xffff888000001000"),
+		"trawl.arg.buf":              attribute.StringValue(secret),
+		"trawl.arg.raw":              attribute.StringValue("0001" + hex.EncodeToString([]byte(secret))),
+		"trawl.arg.mem":              attribute.StringValue("feff"),
+		"trawl.arg.pos":              attribute.StringValue(`{"v":10}`),
+		"trawl.arg.iov":              attribute.StringValue(`["` + secret + `"]`),
+		"trawl.show.buf(buf, count)": attribute.StringValue(secret),
+	})
+	for _, tc := range []struct {
+		level Values
+		want  map[string]attribute.Value
+		cut   uint64
+	}{
+		{ValuesNone, map[string]attribute.Value{}, 0},
+		{"", names, 1},
+		{ValuesNames, names, 1},
+		{ValuesAll, all, 0},
+	} {
+		t.Run(string(tc.level), func(t *testing.T) {
+			spans, st := export(t, Options{Values: tc.level}, valueCalls())
+			write := spans["vfs_write"]
+			got := values(write)
+			for k, v := range tc.want {
+				if g, ok := got[k]; !ok || g != v {
+					t.Errorf("%s = %v, want %v", k, g.Emit(), v.Emit())
+				}
+			}
+			for k, v := range got {
+				if _, ok := tc.want[k]; !ok {
+					t.Errorf("%s = %v sent, want none", k, v.Emit())
+				}
+			}
+			leaked := false
+			for _, kv := range write.Attributes {
+				text := kv.Value.Emit()
+				leaked = leaked || strings.Contains(text, secret) || strings.Contains(text, hex.EncodeToString([]byte(secret)))
+			}
+			if leaked != (tc.level == ValuesAll) {
+				t.Errorf("the buffer's bytes sent: %v; want them only with ValuesAll", leaked)
+			}
+			open := attribute.NewSet(spans["do_sys_openat2"].Attributes...)
+			if v, _ := open.Value("trawl.errno"); v.AsString() != "ENOENT" || spans["do_sys_openat2"].Status.Code != codes.Error {
+				t.Errorf("do_sys_openat2: trawl.errno %q, status %v; want ENOENT and an error at every level", v.AsString(), spans["do_sys_openat2"].Status)
+			}
+			for _, k := range []attribute.Key{"thread.id", "process.pid", "process.command", "trawl.cpu"} {
+				if !open.HasValue(k) {
+					t.Errorf("do_sys_openat2: no %s", k)
+				}
+			}
+			if st.Cut != tc.cut {
+				t.Errorf("%d values cut, want %d", st.Cut, tc.cut)
+			}
+		})
+	}
+}
+
+// TestAttributeLimit checks that every string attribute, the frames of
+// the stack included, is cut to Options.AttributeLimit bytes, at a
+// character boundary, ending in "...", and counted.
+func TestAttributeLimit(t *testing.T) {
+	const limit = MinAttributeLimit
+	calls := valueCalls()
+	calls[0].Args = append(calls[0].Args, call.Value{Name: "utf8", Kind: call.KindString, Str: strings.Repeat("é", 9)})
+	calls[0].Stack = []string{"vfs_write+0x4", "a_function_with_a_long_name+0x10 [module]"}
+	stack := slices.Clone(calls[0].Stack)
+	spans, st := export(t, Options{Values: ValuesAll, AttributeLimit: limit}, calls)
+	got := attribute.NewSet(spans["vfs_write"].Attributes...)
+	for k, want := range map[attribute.Key]string{
+		"trawl.arg.path":       "/tmp/aaaaaaaa...",
+		"trawl.arg.buf":        "trawl-secret-...",
+		"trawl.arg.utf8":       "éééééé...", // 15 bytes: no half of an é
+		"trawl.arg.ops":        "ext4_file_ope...",
+		"trawl.arg.mode":       "O_RDONLY",
+		"trawl.show.str(name)": "eth0",
+	} {
+		if v, _ := got.Value(k); v.AsString() != want {
+			t.Errorf("%s = %q, want %q", k, v.AsString(), want)
+		}
+	}
+	if v, _ := got.Value("trawl.stack"); !slices.Equal(v.AsStringSlice(), []string{"vfs_write+0x4", "a_function_wi..."}) {
+		t.Errorf("trawl.stack = %q, want the long frame cut", v.AsStringSlice())
+	}
+	if !slices.Equal(calls[0].Stack, stack) {
+		t.Errorf("the call's stack changed: %q", calls[0].Stack)
+	}
+	cut := uint64(0)
+	for _, s := range spans {
+		for _, kv := range s.Attributes {
+			list := []string{kv.Value.AsString()}
+			if kv.Value.Type() == attribute.STRINGSLICE {
+				list = kv.Value.AsStringSlice()
+			}
+			for _, v := range list {
+				if len(v) > limit || !utf8.ValidString(v) {
+					t.Errorf("%s: %q: %d bytes, want at most %d of UTF-8", kv.Key, v, len(v), limit)
+				}
+				if strings.HasSuffix(v, "...") {
+					cut++
+				}
+			}
+		}
+	}
+	// file, ops, buf, raw, path, iov, utf8, buf(buf, count) and a frame.
+	if st.Cut != 9 || cut != 9 {
+		t.Errorf("stats count %d values cut, the spans have %d; want 9", st.Cut, cut)
+	}
+	// ValuesNames cuts a string to the limit once, when it is lower.
+	_, st = export(t, Options{AttributeLimit: 32}, []call.Call{{Func: "f", Args: []call.Value{{Name: "path", Kind: call.KindString, Str: longPath}}}})
+	if st.Cut != 1 {
+		t.Errorf("names, limit 32: %d values cut, want 1", st.Cut)
+	}
+}
+
+// TestBadOptions checks the levels and limits NewTracesTo refuses.
+func TestBadOptions(t *testing.T) {
+	for _, opts := range []Options{{Values: "some"}, {Values: "ALL"}, {AttributeLimit: MinAttributeLimit - 1}, {AttributeLimit: -1}} {
+		if _, err := NewTracesTo(keepSpans{tracetest.NewInMemoryExporter()}, opts); !errors.Is(err, ErrBadOptions) {
+			t.Errorf("%+v: %v, want ErrBadOptions", opts, err)
+		}
+	}
+	if _, err := NewTraces(context.Background(), Options{URL: "grpc://127.0.0.1:4317", Values: "some"}); !errors.Is(err, ErrBadOptions) {
+		t.Errorf("NewTraces with Values some: %v, want ErrBadOptions", err)
 	}
 }
