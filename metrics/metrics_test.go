@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -125,6 +126,37 @@ func TestMetrics(t *testing.T) {
 		if !found {
 			t.Errorf("vfs_read: no bucket le=%v", le)
 		}
+	}
+}
+
+// TestLabelsCarryNoValues checks that the metrics' labels are the ones
+// the package documents, none of which can hold a call's value: the
+// aggregates count calls by function, module and error, and never see an
+// argument or a return value.
+func TestLabelsCarryNoValues(t *testing.T) {
+	src := &statstest.Source{
+		Funcs:  []call.FunctionStats{statstest.Function("vfs_write", "", 1, 10), statstest.Function("p9_client_write", "9pnet", 0, 20)},
+		Totals: trawl.Stats{Attached: 2, MissExit: 1, Skipped: trawl.Skips{"busy": {"x"}}},
+	}
+	srv := httptest.NewServer(Handler(NewCollector(src, Options{Backend: "fentry", Kernel: "7.3.4"}), HandlerOptions{}))
+	defer srv.Close()
+	allowed := []string{"function", "module", "errno", "backend", "state", "reason", "kind", "version", "kernel"}
+	series := 0
+	for name, mf := range scrape(t, srv) {
+		if !strings.HasPrefix(name, "trawl_") {
+			continue
+		}
+		for _, m := range mf.Metric {
+			series++
+			for _, l := range m.Label {
+				if !slices.Contains(allowed, l.GetName()) {
+					t.Errorf("%s has the label %s=%q, want only %v", name, l.GetName(), l.GetValue(), allowed)
+				}
+			}
+		}
+	}
+	if series < 8 {
+		t.Errorf("%d series, want every metric's", series)
 	}
 }
 

@@ -122,3 +122,54 @@ func labels(attrs []*commonpb.KeyValue) string {
 	slices.Sort(kv)
 	return "{" + strings.Join(kv, ",") + "}"
 }
+
+// TestMetricLabels checks that the metrics' attributes are the names
+// package metrics documents, none of which can hold a call's value: the
+// aggregates count calls by function, module and error, and never see
+// an argument or a return value.
+func TestMetricLabels(t *testing.T) {
+	src := &statstest.Source{
+		Funcs:  []call.FunctionStats{statstest.Function("vfs_write", "", 1, 10), statstest.Function("p9_client_write", "9pnet", 0, 20)},
+		Totals: trawl.Stats{Attached: 2, MissExit: 1, Skipped: trawl.Skips{"busy": {"x"}}},
+	}
+	r := &receiver{}
+	m, err := NewMetrics(context.Background(), src, Options{URL: r.startHTTP(t), Backend: "fentry", Interval: time.Hour, Values: ValuesAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, reqs := r.received()
+	allowed := []string{"function", "module", "errno", "backend", "state", "reason", "kind"}
+	points := 0
+	for _, req := range reqs {
+		for _, rm := range req.ResourceMetrics {
+			for _, sm := range rm.ScopeMetrics {
+				for _, m := range sm.Metrics {
+					var attrs [][]*commonpb.KeyValue
+					for _, p := range m.GetSum().GetDataPoints() {
+						attrs = append(attrs, p.Attributes)
+					}
+					for _, p := range m.GetGauge().GetDataPoints() {
+						attrs = append(attrs, p.Attributes)
+					}
+					for _, p := range m.GetExponentialHistogram().GetDataPoints() {
+						attrs = append(attrs, p.Attributes)
+					}
+					for _, list := range attrs {
+						points++
+						for _, kv := range list {
+							if !slices.Contains(allowed, kv.Key) {
+								t.Errorf("%s has the attribute %s=%v, want only %v", m.Name, kv.Key, kv.Value, allowed)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if points < 8 {
+		t.Errorf("%d data points, want every metric's", points)
+	}
+}
