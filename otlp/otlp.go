@@ -29,7 +29,8 @@
 // numbers and names but no buffer, struct or kernel address, and strings
 // cut to NamesStringLimit bytes; see Values. Every string attribute is
 // cut to Options.AttributeLimit bytes. A value cut ends in "..." and is
-// counted (TraceStats.Cut).
+// counted (TraceStats.Cut). InsecureRemote says whether an endpoint
+// would carry them in the clear to another machine.
 //
 // Metrics exports what an aggregating trace (trawl.Config.Aggregate)
 // counts in the kernel, with the names and numbers of package metrics
@@ -50,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -185,6 +187,43 @@ type endpoint struct {
 func CheckURL(u string) error {
 	_, err := parseURL(u)
 	return err
+}
+
+// InsecureRemote reports whether exporting to the URL u would carry the
+// trace in the clear (http:// or grpc://) to another machine: to a host
+// that is not localhost, not a loopback address (127.0.0.0/8, ::1), and
+// not a name that resolves, within ctx, to loopback addresses only. A
+// name that does not resolve counts as another machine; a URL CheckURL
+// refuses is never reported.
+func InsecureRemote(ctx context.Context, u string) bool {
+	e, err := parseURL(u)
+	if err != nil || e.secure {
+		return false
+	}
+	host, _, _ := net.SplitHostPort(e.host)
+	return !loopback(ctx, host, net.DefaultResolver.LookupNetIP)
+}
+
+// loopback says whether host names this machine through its loopback
+// interface, resolving a name with lookup.
+func loopback(ctx context.Context, host string, lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)) bool {
+	// An empty host dials the local system.
+	if host == "" || strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap().IsLoopback()
+	}
+	addrs, err := lookup(ctx, "ip", host)
+	if err != nil || len(addrs) == 0 {
+		return false
+	}
+	for _, a := range addrs {
+		if !a.Unmap().IsLoopback() {
+			return false
+		}
+	}
+	return true
 }
 
 func parseURL(s string) (endpoint, error) {

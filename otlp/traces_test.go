@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -503,5 +504,55 @@ func TestBadOptions(t *testing.T) {
 	}
 	if _, err := NewTraces(context.Background(), Options{URL: "grpc://127.0.0.1:4317", Values: "some"}); !errors.Is(err, ErrBadOptions) {
 		t.Errorf("NewTraces with Values some: %v, want ErrBadOptions", err)
+	}
+}
+
+// TestInsecureRemote checks which endpoints carry the trace in the clear
+// to another machine.
+func TestInsecureRemote(t *testing.T) {
+	ctx := context.Background()
+	for u, want := range map[string]bool{
+		"http://10.0.0.1:4318":           true,
+		"grpc://10.0.0.1:4317":           true,
+		"http://[2001:db8::1]:4318/otlp": true,
+		"http://127.0.0.1:4318":          false,
+		"http://127.3.2.1:4318":          false,
+		"grpc://[::1]:4317":              false,
+		"http://[::ffff:127.0.0.1]:4318": false,
+		"http://localhost:4318":          false,
+		"grpc://LOCALHOST.:4317":         false,
+		"http://:4318":                   false,
+		"https://10.0.0.1:4318":          false,
+		"grpcs://10.0.0.1:4317":          false,
+		"ftp://10.0.0.1:21":              false, // refused by CheckURL
+	} {
+		if got := InsecureRemote(ctx, u); got != want {
+			t.Errorf("InsecureRemote(%q) = %v, want %v", u, got, want)
+		}
+	}
+	lookup := func(_ context.Context, network, host string) ([]netip.Addr, error) {
+		addrs := map[string][]string{
+			"local.test":  {"127.0.0.2", "::1"},
+			"mapped.test": {"::ffff:127.0.0.1"},
+			"mixed.test":  {"127.0.0.1", "10.0.0.1"},
+			"remote.test": {"192.0.2.1"},
+			"empty.test":  {},
+		}[host]
+		if addrs == nil {
+			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+		}
+		var out []netip.Addr
+		for _, a := range addrs {
+			out = append(out, netip.MustParseAddr(a))
+		}
+		return out, nil
+	}
+	for host, want := range map[string]bool{
+		"local.test": true, "mapped.test": true,
+		"mixed.test": false, "remote.test": false, "empty.test": false, "unknown.test": false,
+	} {
+		if got := loopback(ctx, host, lookup); got != want {
+			t.Errorf("loopback(%q) = %v, want %v", host, got, want)
+		}
 	}
 }
