@@ -36,7 +36,8 @@ type otlpOutput struct {
 // wrapOTLP adds the --otlp export to r (nil: no output of its own).
 func (f *traceFlags) wrapOTLP(ctx context.Context, r render.Renderer, s *trawl.Session, wall int64, notices io.Writer) (render.Renderer, error) {
 	quietOTel()
-	opts := otlp.Options{URL: f.otlp, WallOffset: wall, MaxSeries: f.maxSeries, Backend: string(s.Backend), Interval: f.interval}
+	opts := otlp.Options{URL: f.otlp, WallOffset: wall, MaxSeries: f.maxSeries, Backend: string(s.Backend), Interval: f.interval,
+		Values: otlp.Values(f.otlpValues), AttributeLimit: f.otlpLimit}
 	o := &otlpOutput{inner: r, ctx: ctx}
 	var err error
 	if f.outputFormat() == formatStats {
@@ -60,6 +61,20 @@ func (f *traceFlags) wrapOTLP(ctx context.Context, r render.Renderer, s *trawl.S
 		fmt.Fprintf(notices, "trawl: exporting each call as a span to %s\n", f.otlp)
 	}
 	return o, nil
+}
+
+// resolveTime bounds the lookup of the collector's name for the warning
+// of warnInsecure.
+const resolveTime = 2 * time.Second
+
+// warnInsecure warns, in one line on w, when exporting to url carries
+// the trace in the clear to another machine.
+func warnInsecure(ctx context.Context, w io.Writer, url string) {
+	ctx, cancel := context.WithTimeout(ctx, resolveTime)
+	defer cancel()
+	if otlp.InsecureRemote(ctx, url) {
+		fmt.Fprintf(w, "trawl: warning: --otlp %s sends the trace unencrypted to another machine, where anyone on the way can read it: use https:// or grpcs://\n", url)
+	}
 }
 
 // quietOTel sends OpenTelemetry's own diagnostics to log/slog at debug
@@ -129,6 +144,9 @@ func (o *otlpOutput) summary(w io.Writer) {
 			fmt.Fprintf(w, ": %s", oneLine(st.Err.Error()))
 		}
 		fmt.Fprintln(w)
+		if st.Cut > 0 {
+			fmt.Fprintf(w, "trawl: otlp: %d values cut short, ending in \"...\" (see --otlp-values and --otlp-attribute-limit)\n", st.Cut)
+		}
 	}
 	if o.metrics != nil {
 		st := o.metrics.Stats()

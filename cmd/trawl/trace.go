@@ -55,6 +55,8 @@ type traceFlags struct {
 	hist        string
 	listen      string
 	otlp        string
+	otlpValues  string
+	otlpLimit   int
 	maxSeries   int
 	pprof       bool
 	output      string
@@ -86,6 +88,13 @@ const (
 var (
 	formats = []string{formatText, formatTree, formatJSON, formatPerfetto, formatChromeJSON, formatStats}
 	colors  = []string{"auto", "always", "never"}
+	// valueLevels are the values of --otlp-values: otlp.ValueLevels.
+	valueLevels = func() (names []string) {
+		for _, l := range otlp.ValueLevels {
+			names = append(names, string(l))
+		}
+		return names
+	}()
 	// backends are the values of --backend: trawl.Backends.
 	backends = func() (names []string) {
 		for _, b := range trawl.Backends {
@@ -132,6 +141,8 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.hist, "hist", "", "with --format stats, show the latency histogram of `FUNC`")
 	fs.StringVar(&f.listen, "listen", "", "with --stats, serve Prometheus metrics of the counts at http://`ADDR`/metrics (and /healthz) until stopped; ADDR is HOST:PORT, or :PORT for 127.0.0.1")
 	fs.StringVar(&f.otlp, "otlp", "", "export to the OpenTelemetry collector at `URL` (grpc://HOST:PORT, grpcs://, http://HOST:PORT[/PREFIX] or https://): each call as a span, or with --stats the counts as metrics every --interval (default 10s); calls are then written out only with -f or -o")
+	fs.StringVar(&f.otlpValues, "otlp-values", string(otlp.ValuesNames), fmt.Sprintf("with --otlp, the values of arguments, --show and returns that the spans carry, `LEVEL`: none, all (buffers, structs and addresses included), or names: numbers, enumerator and symbol names, NULL and strings cut to %d bytes, but no buffer, raw bytes, struct, array or kernel address", otlp.NamesStringLimit))
+	fs.IntVar(&f.otlpLimit, "otlp-attribute-limit", otlp.DefaultAttributeLimit, fmt.Sprintf("with --otlp, cut each string attribute of a span to `N` bytes, at least %d: a value cut ends in \"...\" and is counted in the summary", otlp.MinAttributeLimit))
 	fs.IntVar(&f.maxSeries, "max-series", metrics.DefaultMaxSeries, "with --listen or --otlp, give at most `N` functions series of their own; the calls of the others add up under function=\"_other\"")
 	fs.BoolVar(&f.pprof, "pprof", false, "with --listen, also serve Go's profiles under /debug/pprof/")
 	fs.IntVar(&f.depth, "depth", 0, fmt.Sprintf("show `N` levels of nested structs, 1 to %d (default 2), and capture the structs pointers lead to N-1 pointers deep: from 3, the structs the arguments' structs point to (within --call-bytes)", trawl.MaxDepth))
@@ -145,7 +156,7 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.Var(&f.ringBuffer, "ring-buffer-size", "size of the ring buffer the calls go through: a power of two number of pages, in bytes, or with K, M or G")
 	fs.BoolVar(&f.version, "version", false, "print trawl's version, commit, Go release and BPF program hash, and exit")
 
-	for name, values := range map[string][]string{"backend": backends, "format": formats, "sort": render.SortColumns, "color": colors} {
+	for name, values := range map[string][]string{"backend": backends, "format": formats, "sort": render.SortColumns, "color": colors, "otlp-values": valueLevels} {
 		cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
 	}
 	cmd.RegisterFlagCompletionFunc("hist", completeFunctions)
@@ -250,6 +261,20 @@ func (f *traceFlags) validate(command []string) error {
 		if err := otlp.CheckURL(f.otlp); err != nil {
 			return bad("--otlp: %v", err)
 		}
+	}
+	for _, name := range []string{"otlp-values", "otlp-attribute-limit"} {
+		switch {
+		case f.set[name] && f.otlp == "":
+			return bad("--%s needs --otlp", name)
+		case f.set[name] && f.outputFormat() == formatStats:
+			return bad("--%s shapes the spans: with --stats, --otlp exports metrics, which carry no values", name)
+		}
+	}
+	if !slices.Contains(valueLevels, f.otlpValues) {
+		return bad("--otlp-values %q: want one of %s", f.otlpValues, strings.Join(valueLevels, ", "))
+	}
+	if f.otlpLimit < otlp.MinAttributeLimit {
+		return bad("--otlp-attribute-limit must be at least %d, got %d", otlp.MinAttributeLimit, f.otlpLimit)
 	}
 	if f.maxSeries < 1 {
 		return bad("--max-series %d: want at least 1", f.maxSeries)
@@ -473,6 +498,9 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	}
 	if len(patterns) > 0 && allExclusions(patterns) && len(f.entries) == 0 {
 		fmt.Fprintln(notices, "trawl: every pattern is an exclusion: selecting every traceable function but those")
+	}
+	if f.otlp != "" {
+		warnInsecure(ctx, notices, f.otlp)
 	}
 
 	var child *gatedCommand
