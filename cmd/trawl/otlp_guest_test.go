@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -229,7 +230,9 @@ var otlpLine = regexp.MustCompile(`trawl: otlp: (\d+) spans: (\d+) exported, (\d
 // TestOTLPCollector exports the calls of a workload to a real
 // OpenTelemetry Collector, over gRPC and over HTTP, while writing them
 // with --json, and checks the collector's spans one by one against the
-// JSON lines: names, times, attributes, resource and parent links.
+// JSON lines: names, times, attributes, resource and parent links. The
+// spans carry every value (--otlp-values all), whole (a limit no value
+// reaches).
 func TestOTLPCollector(t *testing.T) {
 	bin := requireCollector(t)
 	var uts unix.Utsname
@@ -245,7 +248,7 @@ func TestOTLPCollector(t *testing.T) {
 				url = "http://" + httpAddr
 			}
 			jsonOut := filepath.Join(dir, "calls.json")
-			cmd := trawlCmd("--otlp", url, "--json", "-o", jsonOut, "--workload",
+			cmd := trawlCmd("--otlp", url, "--otlp-values", "all", "--otlp-attribute-limit", "1048576", "--json", "-o", jsonOut, "--workload",
 				"*sys_openat", "do_sys_openat2", "*sys_read", "vfs_read", "*sys_write", "vfs_write", "tcp_sendmsg")
 			_, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
 			if status != 0 {
@@ -286,6 +289,80 @@ func TestOTLPCollector(t *testing.T) {
 			t.Logf("%d calls, %d spans", len(calls), len(spans))
 			checkSpans(t, calls, spans, release)
 		})
+	}
+}
+
+// writeArg as the first argument makes the test binary write the second
+// argument to /dev/null.
+const writeArg = "__write"
+
+// secretBuffer is what the command of writeArg writes in TestOTLPValues.
+const secretBuffer = "trawl-secret-buffer"
+
+// TestOTLPValues traces a write() of a known buffer and exports it to a
+// real collector over HTTP: with the default --otlp-values the collector
+// receives the write's span but no byte of the buffer, as text or hex;
+// with --otlp-values all the span carries the buffer.
+func TestOTLPValues(t *testing.T) {
+	bin := requireCollector(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "spans.jsonl")
+	_, httpAddr := startCollector(t, bin, out)
+	leaks := [][]byte{[]byte(secretBuffer), []byte(hex.EncodeToString([]byte(secretBuffer)))}
+	total := 0
+	// The default first: the collector's file has no span of all yet.
+	for _, level := range []string{"", "all"} {
+		jsonOut := filepath.Join(dir, "calls"+level+".json")
+		args := []string{"--otlp", "http://" + httpAddr, "--json", "-o", jsonOut}
+		if level != "" {
+			args = append(args, "--otlp-values", level)
+		}
+		args = append(args, "vfs_write", "--", os.Args[0], writeArg, secretBuffer)
+		_, stderr, status := runLimited(t, trawlCmd(args...), startLimit+stopLimit)
+		if status != 0 {
+			t.Fatalf("%v: status %d\n%s", args, status, stderr)
+		}
+		m := otlpLine.FindStringSubmatch(stderr)
+		if m == nil || m[1] != m[2] || m[1] == "0" {
+			t.Fatalf("%v: want every span exported:\n%s", args, stderr)
+		}
+		// The write was traced, with its buffer.
+		if body, err := os.ReadFile(jsonOut); err != nil || !bytes.Contains(body, []byte(`"buf":"`+secretBuffer+`"`)) {
+			t.Fatalf("--json has no write of %q (%v):\n%s", secretBuffer, err, body)
+		}
+		n, _ := strconv.Atoi(m[1])
+		total += n
+		var spans []*otlpSpan
+		for deadline := time.Now().Add(stopLimit); ; time.Sleep(200 * time.Millisecond) {
+			if spans = readSpans(t, out); len(spans) >= total || time.Now().After(deadline) {
+				break
+			}
+		}
+		if len(spans) != total {
+			t.Fatalf("the collector wrote %d spans, want %d", len(spans), total)
+		}
+		var count, buf int
+		for _, s := range spans[total-n:] {
+			for _, a := range s.Attributes {
+				switch {
+				case a.Key == "trawl.arg.count" && a.Value.Int != nil && *a.Value.Int == strconv.Itoa(len(secretBuffer)):
+					count++
+				case a.Key == "trawl.arg.buf" && a.Value.String != nil && *a.Value.String == secretBuffer:
+					buf++
+				}
+			}
+		}
+		body, _ := os.ReadFile(out)
+		leaked := bytes.Contains(body, leaks[0]) || bytes.Contains(body, leaks[1])
+		t.Logf("--otlp-values %q: %d spans, %d with count=%d, %d with the buffer", level, n, count, len(secretBuffer), buf)
+		switch {
+		case count == 0:
+			t.Errorf("--otlp-values %q: no span of the write (trawl.arg.count=%d)", level, len(secretBuffer))
+		case level == "" && leaked:
+			t.Errorf("default --otlp-values: the collector received the buffer's bytes:\n%s", body)
+		case level == "all" && buf == 0:
+			t.Errorf("--otlp-values all: no span carries trawl.arg.buf=%q", secretBuffer)
+		}
 	}
 }
 

@@ -110,6 +110,12 @@ func TestMain(m *testing.M) {
 		fmt.Println(os.Getpid())
 		opens(os.Args[2:])
 		os.Exit(0)
+	case len(os.Args) == 3 && os.Args[1] == writeArg:
+		if err := os.WriteFile(os.DevNull, []byte(os.Args[2]), 0); err != nil {
+			fmt.Fprintln(os.Stderr, "write:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case len(os.Args) == 2 && os.Args[1] == whoamiArg:
 		whoami()
 		os.Exit(0)
