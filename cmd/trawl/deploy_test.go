@@ -9,22 +9,27 @@ import (
 	"testing"
 )
 
-// TestServiceFile checks that deploy/trawl.service gives trawl the
-// capabilities TestServiceCapabilities runs it with in the guests.
+// TestServiceFile checks that deploy/trawl.service runs trawl as
+// TestServiceCapabilities does in the guests: as root, bounded to the
+// same capabilities, with no ambient ones (root's capabilities after exec
+// are its bounding set).
 func TestServiceFile(t *testing.T) {
 	unit, err := os.ReadFile("../../deploy/trawl.service")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"CapabilityBoundingSet=", "AmbientCapabilities="} {
-		var got []string
-		for _, line := range strings.Split(string(unit), "\n") {
-			if rest, ok := strings.CutPrefix(line, key); ok {
-				got = strings.Fields(rest)
-			}
+	settings := map[string]string{}
+	for _, line := range strings.Split(string(unit), "\n") {
+		if key, value, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			settings[key] = value
 		}
-		if !slices.Equal(got, serviceCaps) {
-			t.Errorf("%s%v, the guests test %v", key, got, serviceCaps)
+	}
+	if got := strings.Fields(settings["CapabilityBoundingSet"]); !slices.Equal(got, serviceCaps) {
+		t.Errorf("CapabilityBoundingSet=%v, the guests test %v", got, serviceCaps)
+	}
+	for _, key := range []string{"AmbientCapabilities", "User", "DynamicUser"} {
+		if v, ok := settings[key]; ok {
+			t.Errorf("%s=%s: the guests test trawl as root with no ambient capabilities", key, v)
 		}
 	}
 }
