@@ -126,7 +126,8 @@ bin/trawl-bench-%: FORCE
 # dist/: static binaries, tarballs, .deb and .rpm packages for amd64 and
 # arm64, the OCI image, and SHA256SUMS (tools/release says how).
 # release-check builds a commit twice, compares the bytes, runs trawl from
-# the packages, and checks deploy/ (the systemd unit, the DaemonSet).
+# the packages, and checks deploy/ (the systemd unit and its exposure, the
+# Kubernetes objects).
 .PHONY: release release-check image
 release:
 	rm -rf dist
