@@ -128,20 +128,27 @@ bin/trawl-bench-%: FORCE
 # release-check builds a commit twice, compares the bytes, runs trawl from
 # the packages, and checks deploy/ (the systemd unit and its exposure, the
 # Kubernetes objects).
-.PHONY: release release-check image
-release:
+.PHONY: release release-check image ca-certificates
+release: ca-certificates
 	rm -rf dist
 	$(GO) -C tools/release run . -o $(CURDIR)/dist
 
-# image builds trawl's OCI image (the static binaries on an empty base, one
-# image per architecture) as dist/image/trawl_VERSION_oci.tar, without a
-# container daemon; IMAGE_PUSH=REGISTRY/trawl:TAG pushes it too.
-image:
+# image builds trawl's OCI image (the static binaries and CA certificates
+# on an empty base, one image per architecture) as
+# dist/image/trawl_VERSION_oci.tar, without a container daemon;
+# IMAGE_PUSH=REGISTRY/trawl:TAG pushes it too.
+image: ca-certificates
 	rm -rf dist/image
 	$(GO) -C tools/release run . -image $(if $(IMAGE_PUSH),-push $(IMAGE_PUSH)) -o $(CURDIR)/dist/image
 
-release-check:
+release-check: ca-certificates
 	$(GO) -C tools/release test -count=1 ./...
+
+# The image carries the CA certificates of Debian's ca-certificates
+# package, as installed (tools/release/certs.go), for --otlp over TLS.
+ca-certificates:
+	@test -e /var/lib/dpkg/info/ca-certificates.md5sums || \
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -q -y --no-install-recommends ca-certificates; }
 
 # man rewrites docs/trawl.1 from the command line's flag definitions; a
 # test of cmd/trawl fails when the committed page is stale.

@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -30,18 +31,19 @@ import (
 const imageBin = "/usr/bin/trawl"
 
 // imageIndex returns trawl's OCI image: an index of one image per
-// architecture, each a single layer on an empty base holding the static
-// binary and the licenses. Everything in it is derived from its inputs,
-// its times from p.mtime, so the same commit gives the same digests. It is
-// built with go-containerregistry, without a container daemon.
-func imageIndex(bins map[string]payload, version, commit string) (v1.ImageIndex, error) {
+// architecture, each two layers on an empty base: the CA certificates of
+// ca, then the static binary and the licenses. Everything in it is
+// derived from its inputs, its times from p.mtime, so the same commit
+// (and CA certificates) give the same digests. It is built with
+// go-containerregistry, without a container daemon.
+func imageIndex(bins map[string]payload, ca caBundle, version, commit string) (v1.ImageIndex, error) {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, arch := range arches {
 		p, ok := bins[arch]
 		if !ok {
 			return nil, fmt.Errorf("no %s binary for the image", arch)
 		}
-		img, err := p.image(arch, version, commit)
+		img, err := p.image(arch, ca, version, commit)
 		if err != nil {
 			return nil, fmt.Errorf("making the %s image: %w", arch, err)
 		}
@@ -54,15 +56,25 @@ func imageIndex(bins map[string]payload, version, commit string) (v1.ImageIndex,
 	return idx, nil
 }
 
-// image returns the payload's image for arch.
-func (p payload) image(arch, version, commit string) (v1.Image, error) {
-	layerTar, err := p.layerTar()
+// image returns the payload's image for arch, with the CA certificates
+// of ca.
+func (p payload) image(arch string, ca caBundle, version, commit string) (v1.Image, error) {
+	if len(ca.pem) == 0 {
+		return nil, errors.New("no CA certificates for the image")
+	}
+	caTar, err := p.caLayerTar(ca)
 	if err != nil {
 		return nil, err
 	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	binTar, err := p.layerTar()
+	if err != nil {
+		return nil, err
+	}
+	caLayer, err := tarLayer(caTar)
+	if err != nil {
+		return nil, err
+	}
+	binLayer, err := tarLayer(binTar)
 	if err != nil {
 		return nil, err
 	}
@@ -92,13 +104,51 @@ func (p payload) image(arch, version, commit string) (v1.Image, error) {
 		return nil, err
 	}
 	return mutate.Append(base, mutate.Addendum{
-		Layer:     layer,
+		Layer:     caLayer,
+		MediaType: types.OCILayer,
+		History:   v1.History{Created: created, CreatedBy: "trawl release " + version + ": " + caBundleFile + " from Debian's " + caPackage + " " + ca.version},
+	}, mutate.Addendum{
+		Layer:     binLayer,
 		MediaType: types.OCILayer,
 		History:   v1.History{Created: created, CreatedBy: "trawl release " + version},
 	})
 }
 
-// layerTar returns the image's only layer, uncompressed: the binary at
+// tarLayer returns an uncompressed tar archive as an OCI layer.
+func tarLayer(data []byte) (v1.Layer, error) {
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+}
+
+// caLayerTar returns the image's first layer, uncompressed: the CA
+// certificates at caBundleFile, for --otlp over TLS.
+func (p payload) caLayerTar(ca caBundle) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	name := strings.TrimPrefix(caBundleFile, "/")
+	var dirs []string
+	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
+		dirs = append([]string{dir + "/"}, dirs...)
+	}
+	for _, dir := range dirs {
+		if err := tw.WriteHeader(p.header(dir, 0o755, 0, tar.TypeDir)); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.WriteHeader(p.header(name, 0o644, int64(len(ca.pem)), tar.TypeReg)); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(ca.pem); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// layerTar returns the image's second layer, uncompressed: the binary at
 // imageBin and the documents under /usr/share/doc/trawl.
 func (p payload) layerTar() ([]byte, error) {
 	var buf bytes.Buffer

@@ -5,8 +5,15 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
 	"maps"
+	"math/big"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -38,11 +45,15 @@ func TestImage(t *testing.T) {
 		payloads[arch] = payload{bin: bin, mtime: mtime, docs: []file{{"LICENSE", "../../LICENSE"}}}
 	}
 	const version, commit = "v1.2.3", "0123456789abcdef0123456789abcdef01234567"
+	ca := caBundle{pem: testCertificate(t, "test CA"), version: "20260101"}
+	if _, err := imageIndex(payloads, caBundle{}, version, commit); err == nil {
+		t.Error("an image without CA certificates was made")
+	}
 	var archives [2][]byte
 	var idx v1.ImageIndex
 	for i := range archives {
 		var err error
-		if idx, err = imageIndex(payloads, version, commit); err != nil {
+		if idx, err = imageIndex(payloads, ca, version, commit); err != nil {
 			t.Fatal(err)
 		}
 		path := filepath.Join(tmp, "image.tar")
@@ -56,7 +67,7 @@ func TestImage(t *testing.T) {
 	if !bytes.Equal(archives[0], archives[1]) {
 		t.Error("two builds of the same payloads differ")
 	}
-	bins := checkImage(t, archives[0], version, commit, mtime)
+	bins := checkImage(t, archives[0], version, commit, mtime, ca)
 	for _, arch := range arches {
 		if want := "trawl for " + arch; string(bins[arch]) != want {
 			t.Errorf("%s image: binary %q, want %q", arch, bins[arch], want)
@@ -90,9 +101,10 @@ func TestImage(t *testing.T) {
 
 // checkImage checks an image archive written by writeImage: an OCI layout
 // whose index, tagged with the version, lists one image per architecture,
-// each with its platform, entry point, labels, time and one layer holding
-// the binary and the licenses. It returns each architecture's binary.
-func checkImage(t *testing.T, archive []byte, version, commit string, mtime time.Time) map[string][]byte {
+// each with its platform, entry point, labels, time and two layers: the
+// CA certificates of ca at /etc/ssl/certs/ca-certificates.crt, then the
+// binary and the licenses. It returns each architecture's binary.
+func checkImage(t *testing.T, archive []byte, version, commit string, mtime time.Time, ca caBundle) map[string][]byte {
 	t.Helper()
 	dir := t.TempDir()
 	tr := tar.NewReader(bytes.NewReader(archive))
@@ -157,30 +169,30 @@ func checkImage(t *testing.T, archive []byte, version, commit string, mtime time
 			t.Errorf("%s image: labels %v", arch, l)
 		}
 		layers, err := img.Layers()
-		if err != nil || len(layers) != 1 {
-			t.Fatalf("%s image: %d layers (%v), want 1", arch, len(layers), err)
+		if err != nil || len(layers) != 2 {
+			t.Fatalf("%s image: %d layers (%v), want 2", arch, len(layers), err)
 		}
-		rc, err := layers[0].Uncompressed()
-		if err != nil {
-			t.Fatal(err)
+		certs := layerFiles(t, layers[0])
+		if !slices.Equal(slices.Sorted(maps.Keys(certs)), []string{"etc/", "etc/ssl/", "etc/ssl/certs/", "etc/ssl/certs/ca-certificates.crt"}) {
+			t.Errorf("%s image: CA layer holds %v, want etc/ssl/certs/ca-certificates.crt", arch, slices.Sorted(maps.Keys(certs)))
+		}
+		bundle := certs["etc/ssl/certs/ca-certificates.crt"]
+		if !bytes.Equal(bundle.data, ca.pem) || bundle.mode != 0o644 {
+			t.Errorf("%s image: ca-certificates.crt of %d bytes, mode %o; want the %d bytes of the bundle, 0644", arch, len(bundle.data), bundle.mode, len(ca.pem))
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(bundle.data) {
+			t.Errorf("%s image: ca-certificates.crt holds no certificate Go reads", arch)
+		}
+		if len(cfg.History) != 2 || !strings.Contains(cfg.History[0].CreatedBy, "ca-certificates "+ca.version) {
+			t.Errorf("%s image: history %+v, want the CA layer's naming ca-certificates %s", arch, cfg.History, ca.version)
 		}
 		files := map[string][]byte{}
-		lr := tar.NewReader(rc)
-		for {
-			h, err := lr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			data, _ := io.ReadAll(lr)
-			files[h.Name] = data
-			if h.Name == "usr/bin/trawl" && h.Mode != 0o755 {
-				t.Errorf("%s image: the binary has mode %o", arch, h.Mode)
+		for name, f := range layerFiles(t, layers[1]) {
+			files[name] = f.data
+			if name == "usr/bin/trawl" && f.mode != 0o755 {
+				t.Errorf("%s image: the binary has mode %o", arch, f.mode)
 			}
 		}
-		rc.Close()
 		if _, ok := files["usr/share/doc/trawl/LICENSE"]; !ok {
 			t.Errorf("%s image: no license in %v", arch, slices.Sorted(maps.Keys(files)))
 		}
@@ -190,4 +202,56 @@ func checkImage(t *testing.T, archive []byte, version, commit string, mtime time
 		t.Errorf("images for %v, want %v", bins, arches)
 	}
 	return bins
+}
+
+// layerFile is a file of a layer: its contents and mode.
+type layerFile struct {
+	data []byte
+	mode int64
+}
+
+// layerFiles returns the files of a layer, by name.
+func layerFiles(t *testing.T, layer v1.Layer) map[string]layerFile {
+	t.Helper()
+	rc, err := layer.Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	files := map[string]layerFile{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		files[h.Name] = layerFile{data, h.Mode}
+	}
+}
+
+// testCertificate returns a self-signed certificate named cn, in PEM.
+func testCertificate(t *testing.T, cn string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		NotAfter:              time.Date(2046, 1, 1, 0, 0, 0, 0, time.UTC),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

@@ -3,8 +3,10 @@
 // Command release builds trawl's release artefacts from one commit: static
 // trawl binaries for linux/amd64 and linux/arm64, a tarball of each with
 // the README, changelog, licenses and man page (docs/trawl.1, when the
-// commit has one), .deb and .rpm packages, and a SHA256SUMS file. Two runs
-// on the same commit write the same bytes.
+// commit has one), .deb and .rpm packages, an OCI image of the binaries
+// with the CA certificates of Debian's ca-certificates package as this
+// machine has it installed, and a SHA256SUMS file. Two runs on the same
+// commit, with the same version of that package, write the same bytes.
 //
 // It builds from a clean clone of the commit, so uncommitted changes are
 // never released. The version is the one Go stamps into the binary from

@@ -83,6 +83,11 @@ func release(ctx context.Context, o options) ([]string, error) {
 	if err := emptyDir(o.out); err != nil {
 		return nil, err
 	}
+	// Before the builds, so that a machine without them fails at once.
+	ca, err := debianCABundle("/")
+	if err != nil {
+		return nil, fmt.Errorf("CA certificates for the image: %w", err)
+	}
 	tmp, err := os.MkdirTemp("", "trawl-release-")
 	if err != nil {
 		return nil, err
@@ -136,7 +141,7 @@ func release(ctx context.Context, o options) ([]string, error) {
 			names = append(names, name)
 		}
 	}
-	idx, err := imageIndex(payloads, version, commit)
+	idx, err := imageIndex(payloads, ca, version, commit)
 	if err != nil {
 		return nil, err
 	}

@@ -104,7 +104,11 @@ func TestRelease(t *testing.T) {
 				if want := "trawl_" + strings.TrimPrefix(version, "v") + "_oci.tar"; image != want {
 					t.Errorf("image %s, want %s", image, want)
 				}
-				imageBins = checkImage(t, read(t, a, image), version, commit, mtime)
+				ca, err := debianCABundle("/")
+				if err != nil {
+					t.Fatal(err)
+				}
+				imageBins = checkImage(t, read(t, a, image), version, commit, mtime, ca)
 			}
 			if !bytes.Equal(imageBins[arch], read(t, filepath.Dir(bin), filepath.Base(bin))) {
 				t.Errorf("the %s image holds another binary than the tarball", arch)
