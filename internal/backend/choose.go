@@ -35,6 +35,15 @@ const autoTrampolineMax = 20
 // 0.16 s with fsession, fifteen 1.76 s and 2.2 s.
 const autoSessionMax = 8
 
+// autoMultiMax is the largest selection auto attaches with a tracing_multi
+// link when the kernel has a kprobe link for all of them at once: the
+// link's close grows with the functions it holds and keeps the kernel's
+// trampoline lock the while (amd64-7.3 guest: 1,000 functions in 0.5 s,
+// every function in 35-61 s idle and over 7 minutes on a busy host, with
+// kernel workers blocked behind it), where kprobe.session's closes every
+// function in 3.5 s.
+const autoMultiMax = 2000
+
 // entryCase says for which traces a rule of auto holds: with --entry
 // (gated), without, or both.
 type entryCase int
@@ -54,7 +63,8 @@ type rule struct {
 	// backend is picked when the rule holds and the kernel has it.
 	backend *Backend
 	// why is the reason given, a format of the number of functions
-	// (%[1]d), autoSessionMax (%[2]d) and autoTrampolineMax (%[3]d).
+	// (%[1]d), autoSessionMax (%[2]d), autoTrampolineMax (%[3]d) and
+	// autoMultiMax (%[4]d).
 	why string
 }
 
@@ -65,11 +75,12 @@ type rule struct {
 var autoRules = []rule{
 	{autoSessionMax, withoutEntry, Fsession, "%[1]d functions (at most %[2]d): one fsession trampoline program each, faster to attach than a tracing_multi link"},
 	{autoSessionMax, withEntry, Fentry, "%[1]d functions (at most %[2]d) with --entry: one fentry and one fexit program each, faster to attach than a tracing_multi link"},
-	{0, anyEntry, TracingMulti, "one program and one tracing_multi link for all %[1]d functions, trampoline cost per call"},
+	{autoMultiMax, anyEntry, TracingMulti, "one program and one tracing_multi link for all %[1]d functions (at most %[4]d), trampoline cost per call"},
 	{autoTrampolineMax, withoutEntry, Fsession, "%[1]d functions (at most %[3]d): one fsession trampoline program each"},
 	{autoTrampolineMax, anyEntry, Fentry, "%[1]d functions (at most %[3]d): one fentry and one fexit program each"},
 	{0, anyEntry, KprobeSession, "%[1]d functions (more than %[3]d): one kprobe.session program and link for all"},
 	{0, anyEntry, KprobeMulti, "%[1]d functions (more than %[3]d): one kprobe.multi and one kretprobe.multi link for all"},
+	{0, anyEntry, TracingMulti, "%[1]d functions: no kprobe.multi on this kernel, so one tracing_multi link for all"},
 	{0, withoutEntry, Fsession, "%[1]d functions: no kprobe.multi on this kernel, so one fsession program each"},
 	{0, anyEntry, Fentry, "%[1]d functions: no kprobe.multi on this kernel, so one fentry and one fexit program each"},
 	{0, anyEntry, Kprobe, "%[1]d functions: neither kprobe.multi nor fentry on this kernel, so one kprobe and one kretprobe each"},
@@ -104,15 +115,16 @@ func LiveProbe(b *Backend) error { return b.Needs() }
 //
 //   - For N <= 8, fsession (7.0): one load per function, in parallel,
 //     which attaches a few functions faster than a tracing_multi link.
-//   - tracing-multi (7.2, x86-64): one verifier run and one link (one per
-//     module) for any N, and trampoline per-call cost, the lowest there is.
+//   - For N <= 2000, tracing-multi (7.2, x86-64): one verifier run and one
+//     link (one per module), and trampoline per-call cost, the lowest
+//     there is. Above, its link's close takes too long (autoMultiMax).
 //   - For N <= 20, one trampoline program per function: fsession (7.0;
 //     one load per function, exact pairing), else fentry/fexit (two
 //     loads). The loads run in parallel and take well under a second.
 //   - For larger N, a kprobe link for all functions at once: kprobe.session
 //     (6.10; one program, no exit run for filtered entries), else
-//     kprobe.multi (5.18). Attaching stays about constant in N, while
-//     per-function trampoline loads grow linearly.
+//     kprobe.multi (5.18), else tracing-multi. Attaching stays about
+//     constant in N, while per-function trampoline loads grow linearly.
 //   - Without either, fsession or fentry, else (before 5.17 without
 //     trampolines' argument helpers, arm64 before 6.0) a classic kprobe
 //     and kretprobe per function, for as many functions as half the
@@ -157,7 +169,7 @@ func Choose(name Name, n int, gated bool, probe Probe) (*Backend, string, error)
 func auto(n int, gated bool, probe Probe) (*Backend, string) {
 	for _, r := range autoRules {
 		if r.holds(n, gated) && probe(r.backend) == nil {
-			return r.backend, fmt.Sprintf(r.why, n, autoSessionMax, autoTrampolineMax)
+			return r.backend, fmt.Sprintf(r.why, n, autoSessionMax, autoTrampolineMax, autoMultiMax)
 		}
 	}
 	return nil, ""

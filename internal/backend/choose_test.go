@@ -35,11 +35,12 @@ func TestChooseAuto(t *testing.T) {
 		want   Name
 		why    string
 	}{
-		{"7.3 x86", all, 5000, false, NameTracingMulti, "one program and one tracing_multi link for all 5000 functions, trampoline cost per call"},
-		{"7.3 x86, 5001", all, 5001, false, NameTracingMulti, "one program and one tracing_multi link for all 5001 functions, trampoline cost per call"},
+		{"7.3 x86", all, 2000, false, NameTracingMulti, "one program and one tracing_multi link for all 2000 functions (at most 2000), trampoline cost per call"},
+		{"7.3 x86, 2001", all, 2001, false, NameKprobeSession, "2001 functions (more than 20): one kprobe.session program and link for all"},
+		{"tracing_multi, no kprobe.multi", []Name{NameFentry, NameTracingMulti}, 2001, false, NameTracingMulti, "2001 functions: no kprobe.multi on this kernel, so one tracing_multi link for all"},
 		{"7.3 x86, few", all, 6, false, NameFsession, "6 functions (at most 8): one fsession trampoline program each, faster to attach than a tracing_multi link"},
 		{"7.3 x86, 8", all, 8, false, NameFsession, "8 functions (at most 8): one fsession trampoline program each, faster to attach than a tracing_multi link"},
-		{"7.3 x86, 9", all, 9, false, NameTracingMulti, "one program and one tracing_multi link for all 9 functions, trampoline cost per call"},
+		{"7.3 x86, 9", all, 9, false, NameTracingMulti, "one program and one tracing_multi link for all 9 functions (at most 2000), trampoline cost per call"},
 		{"7.0", all[:4], 20, false, NameFsession, "20 functions (at most 20): one fsession trampoline program each"},
 		{"7.0, more than 20", all[:4], 21, false, NameKprobeSession, "21 functions (more than 20): one kprobe.session program and link for all"},
 		{"6.12", all[:3], 5, false, NameFentry, "5 functions (at most 20): one fentry and one fexit program each"},
@@ -54,8 +55,8 @@ func TestChooseAuto(t *testing.T) {
 		{"arm64 5.10", []Name{NameKprobe}, 5, false, NameKprobe, "5 functions: neither kprobe.multi nor fentry on this kernel, so one kprobe and one kretprobe each"},
 		{"arm64 5.10, many", []Name{NameKprobe}, 100, false, NameKprobe, "100 functions: neither kprobe.multi nor fentry on this kernel, so one kprobe and one kretprobe each"},
 		{"7.3 x86, few, --entry", all, 5, true, NameFentry, "5 functions (at most 8) with --entry: one fentry and one fexit program each, faster to attach than a tracing_multi link"},
-		{"7.3 x86, 9, --entry", all, 9, true, NameTracingMulti, "one program and one tracing_multi link for all 9 functions, trampoline cost per call"},
-		{"7.3 x86, many, --entry", all, 5000, true, NameTracingMulti, "one program and one tracing_multi link for all 5000 functions, trampoline cost per call"},
+		{"7.3 x86, 9, --entry", all, 9, true, NameTracingMulti, "one program and one tracing_multi link for all 9 functions (at most 2000), trampoline cost per call"},
+		{"7.3 x86, every function, --entry", all, 45000, true, NameKprobeSession, "45000 functions (more than 20): one kprobe.session program and link for all"},
 		{"7.0, 20, --entry", all[:4], 20, true, NameFentry, "20 functions (at most 20): one fentry and one fexit program each"},
 		{"7.0, more than 20, --entry", all[:4], 21, true, NameKprobeSession, "21 functions (more than 20): one kprobe.session program and link for all"},
 		{"no kprobe.multi, fsession, --entry", []Name{NameFentry, NameFsession}, 100, true, NameFentry, "100 functions: no kprobe.multi on this kernel, so one fentry and one fexit program each"},
@@ -134,7 +135,7 @@ func TestAutoChoices(t *testing.T) {
 		kernel []Name
 		want   string
 	}{
-		{[]Name{NameFentry, NameKprobeMulti, NameKprobeSession, NameFsession, NameTracingMulti}, "1-8 fsession, 9+ tracing-multi"},
+		{[]Name{NameFentry, NameKprobeMulti, NameKprobeSession, NameFsession, NameTracingMulti}, "1-8 fsession, 9-2000 tracing-multi, 2001+ kprobe-session"},
 		{[]Name{NameFentry, NameKprobeMulti, NameKprobeSession}, "1-20 fentry, 21+ kprobe-session"},
 		{[]Name{NameFentry, NameKprobe}, "1+ fentry"},
 		{[]Name{NameKprobe}, "1+ kprobe"},
