@@ -308,7 +308,7 @@ func readTracefs(fsys fs.FS, keep *nameSet, files []traceableFile) ([]Symbol, So
 			return syms, f.source, nil
 		}
 	}
-	return nil, 0, firstInteresting(errs)
+	return nil, 0, firstInteresting(fsys, errs)
 }
 
 // someCopiesUntraceable says whether kallsyms has a name of traced more
@@ -332,14 +332,20 @@ func someCopiesUntraceable(traced, ksyms []Symbol) bool {
 }
 
 // firstInteresting picks the error to show the user among the failed
-// attempts: a permission problem beats a missing file.
-func firstInteresting(errs []error) error {
+// attempts: a permission problem beats a missing file, and tracefs
+// mounted nowhere (its mount points empty) says how to mount it.
+func firstInteresting(fsys fs.FS, errs []error) error {
 	for _, err := range errs {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
-	return errors.New("no available_filter_functions under /sys/kernel/tracing or /sys/kernel/debug/tracing")
+	for _, dir := range tracefsDirs {
+		if entries, _ := fs.ReadDir(fsys, dir); len(entries) > 0 {
+			return errors.New("no available_filter_functions under /sys/kernel/tracing or /sys/kernel/debug/tracing")
+		}
+	}
+	return errors.New("not mounted: mount -t tracefs tracefs /sys/kernel/tracing")
 }
 
 func addrsHidden(syms []Symbol) bool {

@@ -153,8 +153,14 @@ func TestTraceableSetIsTheKernelsFile(t *testing.T) {
 
 func TestFallbackWithoutTracefs(t *testing.T) {
 	c := load(t, fixture(t, nil, filterAddrs, filterNames))
-	if c.Source() != FromKallsymsBTF || !strings.Contains(c.Notice(), "tracefs is not readable") {
+	if c.Source() != FromKallsymsBTF || !strings.Contains(c.Notice(), "tracefs is not readable (not mounted: mount -t tracefs tracefs /sys/kernel/tracing)") {
 		t.Fatalf("source %s, notice %q", c.Source(), c.Notice())
+	}
+	// Mounted, but without the lists (a kernel without dynamic ftrace).
+	mounted := fixture(t, nil, filterAddrs, filterNames)
+	mounted["sys/kernel/tracing/trace"] = &fstest.MapFile{}
+	if n := load(t, mounted).Notice(); !strings.Contains(n, "tracefs is not readable (no available_filter_functions under") {
+		t.Errorf("tracefs mounted without the lists: notice %q", n)
 	}
 	// Without tracefs only BTF functions are assumed traceable.
 	if f := only(t, c, "native_sched_clock"); !f.Traceable {

@@ -64,7 +64,11 @@ func probeKprobe() error {
 		Type:         ebpf.Kprobe,
 		Instructions: returnZero,
 	}, func(p *ebpf.Program) (link.Link, error) {
-		return link.Kprobe(target, p, nil)
+		l, err := link.Kprobe(target, p, nil)
+		if err != nil {
+			return nil, liveFacts().explainKprobe(err)
+		}
+		return l, nil
 	})
 	return explainParanoid(err, readParanoid(), kernel.EffectiveCaps()&(1<<unix.CAP_SYS_ADMIN) != 0)
 }
@@ -138,6 +142,7 @@ func probeGlobalPtrArgs() error {
 		asm.Return(),
 	}
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.Kprobe, Instructions: insns, License: "GPL"})
+	err = WithoutMemlockHint(err)
 	var verr *ebpf.VerifierError
 	if errors.As(err, &verr) {
 		return fmt.Errorf("a global function with a pointer argument: %w (%w)", ebpf.ErrNotSupported, err)

@@ -62,6 +62,11 @@ type kernelFacts struct {
 	// fprobeBTF is yes when kernel BTF has fprobeFunc, no when it has
 	// not, unknown when kernel BTF could not be read.
 	fprobeBTF answer
+	// kprobePMU says the kernel has the kprobe PMU, through which
+	// cilium/ebpf makes classic kprobes (4.17, with CONFIG_KPROBE_EVENTS);
+	// tracefs says tracefs is mounted, through which it makes them
+	// without the PMU.
+	kprobePMU, tracefs bool
 }
 
 // answer is yes, no, or unknown.
@@ -133,14 +138,11 @@ func (f kernelFacts) explain(what string, since version, err error) error {
 // known: from its config when there is one, else from its BTF.
 func (f kernelFacts) fprobe() (answer, string) {
 	if f.config != "" {
-		switch configValue(f.config, "CONFIG_FPROBE") {
-		case "y":
-			return yes, f.configPath + " has CONFIG_FPROBE=y"
-		case "":
-			return no, f.configPath + " has no CONFIG_FPROBE line: its dependencies are missing"
-		default:
-			return no, f.configPath + ` says "# CONFIG_FPROBE is not set"`
+		v, evidence := f.configOption("CONFIG_FPROBE")
+		if v == "y" {
+			return yes, evidence
 		}
+		return no, evidence
 	}
 	switch f.fprobeBTF {
 	case yes:
@@ -149,6 +151,44 @@ func (f kernelFacts) fprobe() (answer, string) {
 		return no, "kernel BTF has no " + fprobeFunc
 	}
 	return unknown, "neither a kernel config (" + strings.Join(configPaths(f.release), ", ") + ") nor kernel BTF to check"
+}
+
+// configOption returns option's value in the kernel config, as
+// configValue does, and where and how the config says it.
+func (f kernelFacts) configOption(option string) (value, evidence string) {
+	switch value = configValue(f.config, option); value {
+	case "":
+		return value, f.configPath + " has no " + option + " line: its dependencies are missing"
+	case "n":
+		return value, f.configPath + ` says "# ` + option + ` is not set"`
+	}
+	return value, f.configPath + " has " + option + "=" + value
+}
+
+// ErrNoTracefs is returned when the kernel makes classic kprobes through
+// tracefs, having no kprobe PMU, and tracefs is not mounted.
+var ErrNoTracefs = errors.New("tracefs is not mounted")
+
+// explainKprobe says why a classic kprobe could not be made, err, on a
+// kernel without the kprobe PMU (/sys/bus/event_source/devices/kprobe):
+// cilium/ebpf then makes it through tracefs (kprobe_events), which a
+// kernel built without kprobe events does not have either, and which may
+// not be mounted. With the PMU, err passes as it is.
+func (f kernelFacts) explainKprobe(err error) error {
+	if f.kprobePMU {
+		return err
+	}
+	if f.config != "" {
+		for _, option := range []string{"CONFIG_KPROBES", "CONFIG_KPROBE_EVENTS"} {
+			if v, evidence := f.configOption(option); v != "y" {
+				return &unsupported{msg: fmt.Sprintf("kernel built without %s (%s)", option, evidence)}
+			}
+		}
+	}
+	if !f.tracefs {
+		return fmt.Errorf("%w, through which this kernel, without a kprobe PMU, makes kprobes (%w)", ErrNoTracefs, err)
+	}
+	return err
 }
 
 // configValue returns the value of option in a kernel config: "y", "m",
@@ -173,6 +213,9 @@ func configPaths(release string) []string {
 	return []string{"/boot/config-" + release, "/lib/modules/" + release + "/config", "/proc/config.gz"}
 }
 
+// kprobePMUPath is the kprobe PMU's directory in sysfs.
+const kprobePMUPath = "/sys/bus/event_source/devices/kprobe"
+
 // liveFacts reads the facts of the running kernel.
 func liveFacts() kernelFacts {
 	f := kernelFacts{arch: runtime.GOARCH}
@@ -186,6 +229,9 @@ func liveFacts() kernelFacts {
 			break
 		}
 	}
+	_, err := os.Stat(kprobePMUPath)
+	f.kprobePMU = err == nil
+	f.tracefs = kernel.TracefsMounted()
 	if spec, err := kernel.BTFCache().Kernel(); err == nil {
 		var fn *btf.Func
 		switch err := spec.TypeByName(fprobeFunc, &fn); {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -145,5 +146,62 @@ func TestReadConfigGzip(t *testing.T) {
 		if err != nil || got != configOn {
 			t.Errorf("readConfig(%s) = %q, %v", name, got, err)
 		}
+	}
+}
+
+func TestExplainKprobe(t *testing.T) {
+	noTracefs := errors.New("creating tracefs event: neither debugfs nor tracefs are mounted")
+	const config = "/proc/config.gz"
+	for _, tc := range []struct {
+		name        string
+		facts       kernelFacts
+		want        string
+		unsupported bool
+	}{
+		{
+			name:  "the PMU makes kprobes: the error passes",
+			facts: kernelFacts{kprobePMU: true, config: "# CONFIG_KPROBES is not set\n", configPath: config},
+			want:  noTracefs.Error(),
+		},
+		{
+			name:        "built without kprobes",
+			facts:       kernelFacts{config: "# CONFIG_KPROBES is not set\nCONFIG_HAVE_KPROBES=y\n", configPath: config},
+			want:        `kernel built without CONFIG_KPROBES (/proc/config.gz says "# CONFIG_KPROBES is not set")`,
+			unsupported: true,
+		},
+		{
+			name:        "built with kprobes, without kprobe events",
+			facts:       kernelFacts{config: "CONFIG_KPROBES=y\n# CONFIG_KPROBE_EVENTS is not set\n", configPath: config},
+			want:        `kernel built without CONFIG_KPROBE_EVENTS (/proc/config.gz says "# CONFIG_KPROBE_EVENTS is not set")`,
+			unsupported: true,
+		},
+		{
+			name:  "kprobe events, tracefs not mounted",
+			facts: kernelFacts{config: "CONFIG_KPROBES=y\nCONFIG_KPROBE_EVENTS=y\n", configPath: config},
+			want:  "tracefs is not mounted, through which this kernel, without a kprobe PMU, makes kprobes (" + noTracefs.Error() + ")",
+		},
+		{
+			name:  "no config to check, tracefs not mounted",
+			facts: kernelFacts{},
+			want:  "tracefs is not mounted, through which this kernel, without a kprobe PMU, makes kprobes (" + noTracefs.Error() + ")",
+		},
+		{
+			name:  "tracefs mounted: the error passes",
+			facts: kernelFacts{tracefs: true},
+			want:  noTracefs.Error(),
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.facts.explainKprobe(noTracefs)
+			if err.Error() != tc.want {
+				t.Errorf("got  %v\nwant %s", err, tc.want)
+			}
+			if errors.Is(err, ebpf.ErrNotSupported) != tc.unsupported {
+				t.Errorf("errors.Is(err, ebpf.ErrNotSupported) = %v, want %v", !tc.unsupported, tc.unsupported)
+			}
+			if want := strings.HasPrefix(tc.want, "tracefs is not mounted"); errors.Is(err, ErrNoTracefs) != want {
+				t.Errorf("errors.Is(err, ErrNoTracefs) = %v, want %v", !want, want)
+			}
+		})
 	}
 }

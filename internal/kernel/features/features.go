@@ -14,6 +14,7 @@ package features
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -211,11 +212,33 @@ func newProgram(spec *ebpf.ProgramSpec) (*ebpf.Program, error) {
 	coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"probe": spec}},
 		ebpf.CollectionOptions{Cache: kernel.BTFCache()})
 	if err != nil {
-		return nil, err
+		return nil, WithoutMemlockHint(err)
 	}
 	defer coll.Close()
 	return coll.DetachProgram("probe"), nil
 }
+
+// memlockHint is what cilium/ebpf adds to an EPERM from loading a program
+// or creating a map. It points the wrong way: trawl lifts the limit
+// before it loads anything (rlimit.RemoveMemlock), and from Linux 5.11 the
+// kernel charges BPF memory to the memory cgroup, not to the limit.
+// Package trawl says why EPERM came instead (privileges.go).
+const memlockHint = " (MEMLOCK may be too low, consider rlimit.RemoveMemlock)"
+
+// WithoutMemlockHint returns err with cilium/ebpf's memlock hint taken
+// out of its message; it matches what err matches.
+func WithoutMemlockHint(err error) error {
+	if err == nil || !strings.Contains(err.Error(), memlockHint) {
+		return err
+	}
+	return &hintless{err}
+}
+
+// hintless is an error whose message leaves memlockHint out.
+type hintless struct{ err error }
+
+func (e *hintless) Error() string { return strings.Replace(e.err.Error(), memlockHint, "", 1) }
+func (e *hintless) Unwrap() error { return e.err }
 
 // targetID returns the vmlinux BTF id of target.
 func targetID() (btf.TypeID, error) {
