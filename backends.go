@@ -69,7 +69,7 @@ func ChooseBackend(cfg Config) (b Backend, why string, err error) {
 	}
 	chosen, why, err := backend.Choose(backend.Name(cfg.Backend), len(sel.Selected), len(cfg.Entries) > 0, backend.LiveProbe)
 	if err != nil {
-		return "", "", err
+		return "", "", publicError(err)
 	}
 	return Backend(chosen.Name), why, nil
 }
@@ -79,12 +79,23 @@ func ChooseBackend(cfg Config) (b Backend, why string, err error) {
 type Features struct {
 	report features.Report
 	auto   []backend.AutoChoice
+	// err says why no backend can attach, nil when one can.
+	err error
 }
 
 // ProbeFeatures probes the running kernel for each attach mechanism.
 func ProbeFeatures() Features {
-	return Features{features.Probe(), backend.AutoChoices(backend.LiveProbe)}
+	f := Features{report: features.Probe(), auto: backend.AutoChoices(backend.LiveProbe)}
+	if len(f.auto) == 0 {
+		_, _, err := backend.Choose(backend.Auto, 1, false, backend.LiveProbe)
+		f.err = publicError(err)
+	}
+	return f
 }
+
+// Err returns nil when a backend can attach on the running kernel, else
+// an ErrNoBackend that says why in one line, as Open would.
+func (f Features) Err() error { return f.err }
 
 // String lists the features one a line: name, yes or no, and why not;
 // then the backends BackendAuto picks, by the number of functions

@@ -14,7 +14,9 @@
 // ProbeFeatures what the running kernel offers and ChooseBackend which
 // attach mechanism Open would use.
 //
-// Tracing needs root, or CAP_BPF and CAP_PERFMON (ErrNoPrivileges).
+// Tracing needs root, or CAP_BPF and CAP_PERFMON (ErrNoPrivileges), and
+// a kernel on which one of the backends can attach; where none can, Open
+// says in one line the first cause the user can remove (ErrNoBackend).
 //
 // Behind Open, the package reads as the pipeline: open.go chooses the
 // functions and the backend, plans their capture, loads the capture

@@ -10,7 +10,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"github.com/trawl-dev/trawl/internal/plan"
 )
 
@@ -48,7 +50,7 @@ type privilegeError struct {
 func (e *privilegeError) Error() string {
 	msg := fmt.Sprintf("%v: %v: %s", ErrNoPrivileges, e.cause, e.detail)
 	if e.err != nil {
-		msg += " (" + e.err.Error() + ")"
+		msg += " (" + features.WithoutMemlockHint(e.err).Error() + ")"
 	}
 	return msg
 }
@@ -60,36 +62,50 @@ func (e *privilegeError) Unwrap() []error {
 	return []error{ErrNoPrivileges, e.cause, e.err}
 }
 
-// privilegeFacts are what tells the causes of EPERM apart.
-// livePrivilegeFacts reads them; tests make them up.
-type privilegeFacts struct {
+// hostFacts are what tells apart why the kernel refuses trawl: the
+// process's privileges, the kernel's policies and version, and, when no
+// backend can attach, why each cannot. liveHostFacts reads them; tests
+// make them up.
+type hostFacts struct {
 	uid  int
 	caps uint64 // effective capabilities, bit n for capability n
 	// version is the running kernel's, zero when unknown.
 	version plan.KernelVersion
 	// lockdown is /sys/kernel/security/lockdown, e.g. "none [integrity]
-	// confidentiality", "" when unreadable; lsm is
-	// /sys/kernel/security/lsm, the active LSMs.
+	// confidentiality", "" when unreadable (securityfs not mounted);
+	// lsm is /sys/kernel/security/lsm, the active LSMs.
 	lockdown, lsm string
-	// seccomp reports whether the process runs under a seccomp filter.
-	seccomp bool
+	// seccomp is the Seccomp field of /proc/self/status: "0" none, "2" a
+	// filter, "" unknown.
+	seccomp string
+	// uidMap is /proc/self/uid_map, "" when unreadable; the initial user
+	// namespace's maps every uid to itself.
+	uidMap string
+	// btf says the kernel has BTF (/sys/kernel/btf/vmlinux).
+	btf bool
 	// memlock is the soft RLIMIT_MEMLOCK in bytes.
 	memlock uint64
+	// unavailable says why no backend can attach, or not the one named;
+	// nil when not asked.
+	unavailable *backend.Unavailable
 }
 
-// livePrivilegeFacts reads the facts of this process and kernel. A fact
-// that cannot be read stays zero.
-func livePrivilegeFacts() privilegeFacts {
-	f := privilegeFacts{uid: os.Geteuid()}
+// liveHostFacts reads the facts of this process and kernel. A fact that
+// cannot be read stays zero.
+func liveHostFacts() hostFacts {
+	f := hostFacts{uid: os.Geteuid()}
 	f.caps = kernel.EffectiveCaps()
 	f.version, _ = plan.HostKernel()
 	f.lockdown = readTrimmed("/sys/kernel/security/lockdown")
 	f.lsm = readTrimmed("/sys/kernel/security/lsm")
 	for line := range strings.Lines(readTrimmed("/proc/self/status")) {
 		if mode, ok := strings.CutPrefix(line, "Seccomp:"); ok {
-			f.seccomp = strings.TrimSpace(mode) == "2"
+			f.seccomp = strings.TrimSpace(mode)
 		}
 	}
+	f.uidMap = readTrimmed("/proc/self/uid_map")
+	_, err := os.Stat("/sys/kernel/btf/vmlinux")
+	f.btf = err == nil
 	var lim unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim) == nil {
 		f.memlock = lim.Cur
@@ -107,11 +123,11 @@ func readTrimmed(path string) string {
 	return strings.TrimSpace(string(data))
 }
 
-func (f privilegeFacts) has(c int) bool { return f.caps&(1<<c) != 0 }
+func (f hostFacts) has(c int) bool { return f.caps&(1<<c) != 0 }
 
 // checkCapabilities returns ErrNoCapabilities unless the process may load
 // and attach tracing programs.
-func (f privilegeFacts) checkCapabilities() error {
+func (f hostFacts) checkCapabilities() error {
 	if missing := f.missingCapabilities(); missing != "" {
 		return &privilegeError{cause: ErrNoCapabilities, detail: missing}
 	}
@@ -120,7 +136,7 @@ func (f privilegeFacts) checkCapabilities() error {
 
 // missingCapabilities says which of CAP_BPF and CAP_PERFMON (5.8) the
 // process lacks, "" when none; CAP_SYS_ADMIN stands in for either.
-func (f privilegeFacts) missingCapabilities() string {
+func (f hostFacts) missingCapabilities() string {
 	var missing []string
 	for _, c := range []struct {
 		n    int
@@ -133,15 +149,12 @@ func (f privilegeFacts) missingCapabilities() string {
 	if len(missing) == 0 {
 		return ""
 	}
-	who := "root"
-	if f.uid != 0 {
-		who = fmt.Sprintf("uid %d", f.uid)
-	}
-	return fmt.Sprintf("running as %s without %s", who, strings.Join(missing, " and "))
+	return fmt.Sprintf("running as %s without %s", f.who(), strings.Join(missing, " and "))
 }
 
-// explain says why the kernel refused with err, an EPERM.
-func (f privilegeFacts) explain(err error) error {
+// explain says why the kernel refused with err, an EPERM (nil when
+// diagnose found one among the backends' errors).
+func (f hostFacts) explain(err error) error {
 	if missing := f.missingCapabilities(); missing != "" {
 		return &privilegeError{ErrNoCapabilities, missing, err}
 	}
@@ -156,16 +169,75 @@ func (f privilegeFacts) explain(err error) error {
 	if mode == "integrity" {
 		return &privilegeError{ErrLockdown, "the kernel is locked down for integrity (/sys/kernel/security/lockdown), often by Secure Boot, and some distribution kernels refuse BPF tracing then", err}
 	}
-	var who []string
-	if f.seccomp {
-		who = append(who, "the seccomp filter this process runs under (containers block bpf() with one)")
+	return &privilegeError{ErrSecurityPolicy, f.policy(), err}
+}
+
+// policy says which policy refused a process that has the capabilities:
+// a seccomp filter, a user namespace, lockdown or an LSM, or how to tell
+// which where the facts do not say.
+func (f hostFacts) policy() string {
+	if f.seccomp == "2" {
+		return "a seccomp filter (Seccomp: 2 in /proc/self/status), as containers have, blocks bpf(): run trawl on the host, or allow bpf() and perf_event_open() in the container's seccomp profile"
 	}
-	lsm := "an LSM (SELinux, AppArmor, BPF LSM)"
-	if f.lsm != "" {
-		lsm = "an LSM (active: " + f.lsm + ")"
+	if f.uidMap != "" && !identityMap(f.uidMap) {
+		mapping, _, _ := strings.Cut(f.uidMap, "\n")
+		return fmt.Sprintf("trawl runs in a user namespace (/proc/self/uid_map is %q), whose capabilities do not count for BPF tracing: run it in the initial one, on the host", strings.Join(strings.Fields(mapping), " "))
 	}
-	who = append(who, lsm, "a user namespace (capabilities in one do not count)")
-	return &privilegeError{ErrSecurityPolicy, "the process has the capabilities, so the refusal came from " + strings.Join(who, ", or "), err}
+	// Each policy is ruled out by a fact read, or suspected, and then
+	// said where to look.
+	var ruledOut, suspects, look []string
+	if f.seccomp == "0" {
+		ruledOut = append(ruledOut, "seccomp filter (Seccomp: 0 in /proc/self/status)")
+	} else {
+		suspects, look = append(suspects, "a seccomp filter"), append(look, "the Seccomp field of /proc/self/status")
+	}
+	if f.uidMap != "" {
+		ruledOut = append(ruledOut, "user namespace (/proc/self/uid_map is the identity)")
+	} else {
+		suspects, look = append(suspects, "a user namespace"), append(look, "/proc/self/uid_map")
+	}
+	switch {
+	case f.lockdown != "":
+		ruledOut = append(ruledOut, "lockdown (none in /sys/kernel/security/lockdown)")
+	case f.lsm != "":
+		ruledOut = append(ruledOut, "lockdown (not among the active LSMs)")
+	default:
+		suspects, look = append(suspects, "lockdown"), append(look, "/sys/kernel/security/lockdown and lsm (mount -t securityfs securityfs /sys/kernel/security first)")
+	}
+	msg := f.who() + " has the capabilities"
+	if len(ruledOut) > 0 {
+		msg += ", and no " + orList(ruledOut) + " is in the way"
+	}
+	if len(suspects) == 0 {
+		lsm := "an LSM (SELinux, AppArmor, BPF LSM)"
+		if f.lsm != "" {
+			lsm = "an LSM (active: " + f.lsm + ")"
+		}
+		return msg + ", so " + lsm + " refused: its policy or audit log says why"
+	}
+	return msg + ", so " + orList(append(suspects, "an LSM")) + " refused: to tell which, read " + strings.Join(look, ", ")
+}
+
+// orList joins items as "a, b or c".
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+}
+
+// who names the process's user: root, or uid N.
+func (f hostFacts) who() string {
+	if f.uid == 0 {
+		return "root"
+	}
+	return fmt.Sprintf("uid %d", f.uid)
+}
+
+// identityMap reports whether uidMap, as /proc/self/uid_map reads, maps
+// every uid to itself, as the initial user namespace does.
+func identityMap(uidMap string) bool {
+	return strings.Join(strings.Fields(uidMap), " ") == "0 0 4294967295"
 }
 
 // lockdownMode returns the bracketed mode of a lockdown file, e.g.
@@ -185,5 +257,5 @@ func explainPermission(err error) error {
 	if !errors.Is(err, unix.EPERM) {
 		return err
 	}
-	return livePrivilegeFacts().explain(err)
+	return liveHostFacts().explain(err)
 }

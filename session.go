@@ -136,7 +136,7 @@ func Open(ctx context.Context, cfg Config) (*Session, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := livePrivilegeFacts().checkCapabilities(); err != nil {
+	if err := liveHostFacts().checkCapabilities(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
@@ -184,13 +184,17 @@ var publicErrors = []struct{ internal, public error }{
 	{selector.ErrNoMatch, ErrNoMatch},
 }
 
-// publicError makes err match this package's errors: ErrNoPrivileges
-// (with its cause) for the kernel's EPERM, and those of publicErrors.
+// publicError makes err match this package's errors: ErrNoBackend,
+// said in one line, when no backend can attach; ErrNoPrivileges (with
+// its cause) for the kernel's EPERM; those of publicErrors.
 func publicError(err error) error {
 	for _, e := range publicErrors {
 		if errors.Is(err, e.internal) {
 			return &matchError{err: err, also: e.public}
 		}
+	}
+	if u := (*backend.Unavailable)(nil); errors.As(err, &u) {
+		return explainUnavailable(u)
 	}
 	return explainPermission(err)
 }

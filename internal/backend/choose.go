@@ -135,7 +135,8 @@ func LiveProbe(b *Backend) error { return b.Needs() }
 //
 // A backend named with --entry whose programs another's replace then
 // (fsession) gives that other one, so that the backend returned always
-// names the programs that run.
+// names the programs that run. When the backend named cannot attach, or
+// for Auto none can, the error is an *Unavailable.
 func Choose(name Name, n int, gated bool, probe Probe) (*Backend, string, error) {
 	if name == Auto || name == "" {
 		b, why := auto(n, gated, probe)
@@ -153,7 +154,7 @@ func Choose(name Name, n int, gated bool, probe Probe) (*Backend, string, error)
 		return nil, "", fmt.Errorf("unknown backend %q (want %s)", name, strings.Join(names, ", "))
 	}
 	if err := probe(b); err != nil {
-		return nil, "", fmt.Errorf("%s backend: %w", name, err)
+		return nil, "", &Unavailable{Named: true, Refusals: []Refusal{{b.Name, err}}}
 	}
 	if gated && b.withEntry != nil {
 		if err := probe(b.withEntry); err != nil {
@@ -179,16 +180,62 @@ func auto(n int, gated bool, probe Probe) (*Backend, string) {
 // lacks, those that only lack a permission first (what the user can
 // change).
 func noBackend(probe Probe) error {
-	var lack, refused []string
+	var refused, lack []Refusal
 	for _, b := range All() {
 		switch err := probe(b); {
 		case errors.Is(err, ebpf.ErrNotSupported):
-			lack = append(lack, fmt.Sprintf("%s: %v", b.Name, err))
+			lack = append(lack, Refusal{b.Name, err})
 		case err != nil:
-			refused = append(refused, fmt.Sprintf("%s: %v", b.Name, err))
+			refused = append(refused, Refusal{b.Name, err})
 		}
 	}
-	return fmt.Errorf("no backend can attach on this kernel: %s", strings.Join(append(refused, lack...), "; "))
+	return &Unavailable{Refusals: append(refused, lack...)}
+}
+
+// Unavailable is Choose's error when the backend named cannot attach on
+// this kernel, or, for Auto, no backend can.
+type Unavailable struct {
+	// Named says the caller named the backend.
+	Named bool
+	// Refusals say why, one a backend.
+	Refusals []Refusal
+}
+
+// Refusal is why a backend cannot attach: its probe's error.
+type Refusal struct {
+	Backend Name
+	Err     error
+}
+
+func (e *Unavailable) Error() string {
+	if e.Named {
+		return fmt.Sprintf("%s backend: %v", e.Refusals[0].Backend, e.Refusals[0].Err)
+	}
+	why := make([]string, len(e.Refusals))
+	for i, r := range e.Refusals {
+		why[i] = fmt.Sprintf("%s: %v", r.Backend, r.Err)
+	}
+	return "no backend can attach on this kernel: " + strings.Join(why, "; ")
+}
+
+// First returns the first refusal whose error matches target, nil if
+// none does.
+func (e *Unavailable) First(target error) *Refusal {
+	for i := range e.Refusals {
+		if errors.Is(e.Refusals[i].Err, target) {
+			return &e.Refusals[i]
+		}
+	}
+	return nil
+}
+
+// Unwrap returns the backends' errors.
+func (e *Unavailable) Unwrap() []error {
+	errs := make([]error, len(e.Refusals))
+	for i, r := range e.Refusals {
+		errs[i] = r.Err
+	}
+	return errs
 }
 
 // AutoChoice is what Auto picks for selections of a range of sizes.

@@ -84,8 +84,10 @@ func TestChooseByName(t *testing.T) {
 	if b, _, err := Choose(NameKprobeMulti, 1, false, kernelWith(NameKprobeMulti)); err != nil || b != KprobeMulti {
 		t.Errorf("kprobe-multi on a kernel with it: %v, %v", b, err)
 	}
-	if _, _, err := Choose(NameFsession, 1, false, kernelWith(NameFentry)); err == nil {
-		t.Error("fsession on a kernel without it: no error")
+	_, _, err := Choose(NameFsession, 1, false, kernelWith(NameFentry))
+	if u := (*Unavailable)(nil); !errors.As(err, &u) || !u.Named || len(u.Refusals) != 1 || u.Refusals[0].Backend != NameFsession ||
+		err.Error() != "fsession backend: not on this kernel" {
+		t.Errorf("fsession on a kernel without it: %v, want an *Unavailable naming it", err)
 	}
 	// fsession with --entry attaches fentry's programs, and says so.
 	b, why, err := Choose(NameFsession, 5, true, kernelWith(NameFentry, NameFsession))
