@@ -22,9 +22,13 @@ func newFeaturesCommand() *cobra.Command {
 (kprobes, fentry, the ring buffer, task storage, bpf_get_current_task_btf,
 pointer arguments of global functions, function arguments, kprobe.multi,
 kprobe.session, fsession, tracing_multi) and says for each missing one why:
-a kernel too old, or one built without CONFIG_FPROBE; then which backend
---backend auto picks, by the number of functions. With patterns, it also
-says which backend auto picks for them, and why.`,
+a kernel too old, or one built without CONFIG_FPROBE or CONFIG_KPROBES;
+then which backend --backend auto picks, by the number of functions. With
+patterns, it also says which backend auto picks for them, and why.
+
+It exits 1 when no backend can attach on this kernel, after saying in one
+line on stderr the first cause to remove, as tracing would; scripts can
+test for support with trawl features >/dev/null.`,
 		Example: `  trawl features
   trawl features 'tcp_*'`,
 		ValidArgsFunction: completePatterns,
@@ -39,13 +43,14 @@ says which backend auto picks for them, and why.`,
 
 // runFeatures prints which attach mechanisms the running kernel supports
 // and, given patterns, which backend auto would choose for them; with
-// markdown, a row of the README's table for the kernel of that name.
+// markdown, a row of the README's table for the kernel of that name. It
+// returns why no backend can attach, if none can.
 func runFeatures(patterns []string, markdown string, header bool, stdout io.Writer) error {
 	r := trawl.ProbeFeatures()
 	if markdown == "" {
 		fmt.Fprint(stdout, r.String())
-		if len(patterns) == 0 {
-			return nil
+		if err := r.Err(); err != nil || len(patterns) == 0 {
+			return err
 		}
 		name, why, err := trawl.ChooseBackend(trawl.Config{Patterns: patterns, Backend: trawl.BackendAuto})
 		if err != nil {
@@ -58,5 +63,5 @@ func runFeatures(patterns []string, markdown string, header bool, stdout io.Writ
 		fmt.Fprintln(stdout, strings.TrimSuffix(trawl.FeaturesMarkdownHeader(), "\n"))
 	}
 	fmt.Fprintln(stdout, strings.TrimSuffix(r.Markdown(markdown), "\n"))
-	return nil
+	return r.Err()
 }

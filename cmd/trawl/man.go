@@ -48,7 +48,8 @@ kernel without a feature); 2 on a usage error (bad flags, values out of
 range, flags that do not go together), before anything was opened or
 written. With a COMMAND, its exit status, or 128 + the signal that ended it;
 126 or 127 when it could not be run or was not found. 128 + N when signal N
-interrupted trawl before tracing began, or a second time.
+interrupted trawl before tracing began, or a second time. trawl features
+exits 0 when a backend can attach on the running kernel, 1 when none can.
 
 # ENVIRONMENT
 NO_COLOR, when set and not empty, turns the colours of --color auto off.
