@@ -114,7 +114,7 @@ func guestFor(t *testing.T, args ...string) Options {
 	if _, err := os.Stat(init); err != nil {
 		t.Skip("the test bed is not set up here: run `make tools fetch` first")
 	}
-	return Options{Cache: cache, Kernel: k, Init: init, Args: args, Timeout: time.Minute,
+	return Options{Cache: cache, Kernel: k, Init: init, Args: args, Timeout: 4 * time.Minute,
 		Memory: 512, CPUs: 1, Stdout: io.Discard, Stderr: io.Discard, Console: io.Discard}
 }
 
@@ -160,9 +160,10 @@ func main() {
 		timeout time.Duration
 		want    int
 	}{
-		{"exit", time.Minute, 7},
+		// Time enough to boot on a busy host: a bound on a hang only.
+		{"exit", 4 * time.Minute, 7},
 		{"sleep", 10 * time.Second, ExitTimeout},
-		{"panic", time.Minute, ExitPanic},
+		{"panic", 4 * time.Minute, ExitPanic},
 	} {
 		t.Run(c.arg, func(t *testing.T) {
 			ro := t.TempDir()
