@@ -75,11 +75,15 @@ func TestNoArguments(t *testing.T) {
 	}
 }
 
+// TestVersion checks --version and its short form -V, as strace, perf
+// and bpftrace spell it.
 func TestVersion(t *testing.T) {
 	guest.HostOnly(t)
-	stdout, stderr, status := runReal(t, "--version")
-	if want := trawl.Version().String() + "\n"; status != 0 || stderr != "" || stdout != want {
-		t.Errorf("status %d, stdout %q, stderr %q; want stdout %q", status, stdout, stderr, want)
+	for _, flag := range []string{"--version", "-V"} {
+		stdout, stderr, status := runReal(t, flag)
+		if want := trawl.Version().String() + "\n"; status != 0 || stderr != "" || stdout != want {
+			t.Errorf("%s: status %d, stdout %q, stderr %q; want stdout %q", flag, status, stdout, stderr, want)
+		}
 	}
 }
 

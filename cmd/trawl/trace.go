@@ -154,7 +154,7 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress or notices on standard error, only errors and the summary at the end")
 	f.ringBuffer = trawl.DefaultRingBufferSize
 	fs.Var(&f.ringBuffer, "ring-buffer-size", "size of the ring buffer the calls go through: a power of two number of pages, in bytes, or with K, M or G")
-	fs.BoolVar(&f.version, "version", false, "print trawl's version, commit, Go release and BPF program hash, and exit")
+	fs.BoolVarP(&f.version, "version", "V", false, "print trawl's version, commit, Go release and BPF program hash, and exit")
 
 	for name, values := range map[string][]string{"backend": backends, "format": formats, "sort": render.SortColumns, "color": colors, "otlp-values": valueLevels} {
 		cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
