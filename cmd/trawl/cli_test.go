@@ -332,6 +332,26 @@ func TestFormatChosen(t *testing.T) {
 	}
 }
 
+// TestPIDList checks that -p takes process ids repeated and in
+// comma-separated lists, as strace and perf do.
+func TestPIDList(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want pidList
+	}{
+		{[]string{"-p", "1"}, pidList{1}},
+		{[]string{"-p", "1,2", "-p", "3"}, pidList{1, 2, 3}},
+		{[]string{"--pid=4, 5", "-p6"}, pidList{4, 5, 6}},
+	} {
+		var f traceFlags
+		cmd := &cobra.Command{}
+		f.register(cmd)
+		if err := cmd.ParseFlags(tc.args); err != nil || !slices.Equal(f.pids, tc.want) {
+			t.Errorf("%q: pids %v, %v; want %v", tc.args, f.pids, err, tc.want)
+		}
+	}
+}
+
 func TestParseErrnos(t *testing.T) {
 	for in, want := range map[string]struct {
 		errnos []syscall.Errno

@@ -4,21 +4,25 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/trawl-dev/trawl"
 )
 
-// pidList is the value of the repeatable -p flag.
+// pidList is the value of the repeatable -p flag: process ids, each
+// value one or a comma-separated list of them.
 type pidList []int
 
 func (p *pidList) Set(s string) error {
-	pid, err := parsePID(s)
-	if err != nil {
-		return err
+	for field := range strings.SplitSeq(s, ",") {
+		pid, err := parsePID(strings.TrimSpace(field))
+		if err != nil {
+			return err
+		}
+		*p = append(*p, pid)
 	}
-	*p = append(*p, pid)
 	return nil
 }
 
@@ -31,6 +35,25 @@ func (p *pidList) String() string {
 }
 
 func (p *pidList) Type() string { return "PID" }
+
+// commName is the value of --comm: one task name, as the kernel filters
+// on one; a list, or a second --comm, is refused rather than half taken.
+type commName string
+
+func (c *commName) Set(s string) error {
+	switch {
+	case *c != "":
+		return fmt.Errorf("--comm takes one name, and %q was given already", string(*c))
+	case strings.Contains(s, ","):
+		return errors.New("--comm takes one name, not a list")
+	}
+	*c = commName(s)
+	return nil
+}
+
+func (c *commName) String() string { return string(*c) }
+
+func (c *commName) Type() string { return "NAME" }
 
 // bufferList is the value of the repeatable --buf flag.
 type bufferList []trawl.Buffer

@@ -33,7 +33,7 @@ type traceFlags struct {
 	buffers     bufferList
 	show        []string
 	cgroupExact bool
-	comm        string
+	comm        commName
 	cgroup      string
 	minDur      time.Duration
 	errors      bool
@@ -110,8 +110,8 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	// What to trace.
-	fs.VarP(&f.pids, "pid", "p", "trace only process `PID` and its children (repeatable)")
-	fs.StringVar(&f.comm, "comm", "", "trace only tasks named `NAME`")
+	fs.VarP(&f.pids, "pid", "p", "trace only process `PID` and its children (repeatable, or a comma-separated list: -p 100,200)")
+	fs.Var(&f.comm, "comm", "trace only tasks named `NAME` (one name)")
 	fs.StringVar(&f.cgroup, "cgroup", "", "trace only tasks in the cgroup v2 directory `PATH` and its descendants")
 	fs.BoolVar(&f.cgroupExact, "cgroup-exact", false, "with --cgroup, trace only tasks in that cgroup, not in its descendants")
 	fs.BoolVar(&f.workload, "workload", false, "trace trawl's small built-in workload (files, pipes, loopback TCP) as the command")
@@ -596,7 +596,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 // config describes the trace the flags ask for; the command's process
 // and notices are added once they exist.
 func (f *traceFlags) config(patterns []string) trawl.Config {
-	cfg := trawl.Config{Patterns: patterns, Entries: f.entries, Stack: f.stack, Backend: trawl.Backend(f.backend), PIDs: f.pids, Comm: f.comm, Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
+	cfg := trawl.Config{Patterns: patterns, Entries: f.entries, Stack: f.stack, Backend: trawl.Backend(f.backend), PIDs: f.pids, Comm: string(f.comm), Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
 	cfg.Decode.Depth, cfg.Decode.MaxBytes, cfg.Decode.Full = f.depth, f.maxBytes, f.full
 	cfg.Capture.BufferBytes, cfg.Capture.Buffers = f.maxBytes, f.buffers
 	cfg.Capture.Depth, cfg.Capture.CallBytes = max(f.depth-1, 0), f.callBytes
