@@ -121,8 +121,8 @@ func TestFormatAliases(t *testing.T) {
 	}
 }
 
-// TestUsageErrors checks the new flags' bad values; TestBadInput has the
-// rest.
+// TestUsageErrors checks the new flags' bad values and mistakes in naming
+// a command; TestBadInput has the rest.
 func TestUsageErrors(t *testing.T) {
 	guest.HostOnly(t)
 	for _, tc := range []struct {
@@ -141,6 +141,12 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-z", "vfs_read"}, "unknown shorthand flag: 'z'"},
 		{[]string{"list", "-root", ".", "x"}, "unknown shorthand flag: 'r' in -root"},
 		{[]string{"features", "--frobnicate"}, "unknown flag: --frobnicate"},
+		// Cobra answers these with help and status 0 unless told.
+		{[]string{"completion", "nope"}, `unknown command "nope" for "trawl completion"`},
+		{[]string{"completion"}, "trawl completion wants one of bash, fish, powershell, zsh"},
+		{[]string{"completion", "bash", "extra"}, `unknown command "extra" for "trawl completion bash"`},
+		{[]string{"help", "nope"}, `no command "nope"`},
+		{[]string{"help", "list", "extra"}, `no command "list extra"`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			stdout, stderr, status := runReal(t, tc.args...)

@@ -174,7 +174,48 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.AddCommand(newListCommand(), newFeaturesCommand(), newManCommand(),
 		hiddenCommand(gateCommand, runGate), hiddenCommand(workloadCommand, runWorkload))
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	strictArgs(root)
 	return root
+}
+
+// strictArgs makes every mistake in the words after a command a usage
+// error, in cmd and its subcommands: cobra's checks of their arguments,
+// help about a command that does not exist, and a command that only
+// groups others (completion) given none of them, which cobra would answer
+// with its help and status 0.
+func strictArgs(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		strictArgs(sub)
+	}
+	if cmd.Name() == "help" {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if _, rest, err := c.Root().Find(args); err != nil || len(rest) > 0 {
+				return fmt.Errorf("no command %q: see %s", strings.Join(args, " "), c.CommandPath())
+			}
+			return nil
+		}
+	}
+	if !cmd.Runnable() {
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			var names []string
+			for _, sub := range c.Commands() {
+				if sub.IsAvailableCommand() {
+					names = append(names, sub.Name())
+				}
+			}
+			return fmt.Errorf("%w: %s wants one of %s", errUsage, c.CommandPath(), strings.Join(names, ", "))
+		}
+	}
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				return fmt.Errorf("%w: %w", errUsage, err)
+			}
+			return nil
+		}
+	}
 }
 
 func init() {

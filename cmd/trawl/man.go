@@ -44,9 +44,9 @@ func newManCommand() *cobra.Command {
 const manExtra = `# EXIT STATUS
 0 when the trace ended as asked (Ctrl-C, SIGTERM, --duration, the reader of
 the output went away); 1 on an error (nothing to attach, no privileges, a
-kernel without a feature); 2 on a usage error (bad flags, values out of
-range, flags that do not go together), before anything was opened or
-written. With a COMMAND, its exit status, or 128 + the signal that ended it;
+kernel without a feature); 2 on a usage error (bad flags or arguments,
+values out of range, flags that do not go together, a command or shell
+that does not exist), before anything was opened or written. With a COMMAND, its exit status, or 128 + the signal that ended it;
 126 or 127 when it could not be run or was not found. 128 + N when signal N
 interrupted trawl before tracing began, or a second time. trawl features
 exits 0 when a backend can attach on the running kernel, 1 when none can.
