@@ -137,6 +137,9 @@ type Catalogue struct {
 	source    Source
 	notice    string
 	symbols   *Symbolizer
+	// some is where a catalogue of some functions (LoadNames) was read
+	// from, nil for one of every function.
+	some fs.FS
 }
 
 // Symbolizer symbolises addresses with the kallsyms the catalogue was
@@ -162,6 +165,21 @@ func (c *Catalogue) Spec(module string) *btf.Spec { return c.specs[module] }
 // from Source: one entry per line of available_filter_functions(_addrs),
 // or per kallsyms symbol in the fallback.
 func (c *Catalogue) Traceable() []Symbol { return c.traceable }
+
+// AllTraceable returns every traceable function the kernel lists, as
+// Traceable does for a catalogue of every function. A catalogue of some
+// functions reads the list again, names alone, leaving out none; it
+// returns nil if it cannot (tracefs unreadable).
+func (c *Catalogue) AllTraceable() []Symbol {
+	if c.some == nil {
+		return c.traceable
+	}
+	syms, _, err := readTracefs(c.some, nil, []traceableFile{traceableFiles[1], traceableFiles[0]})
+	if err != nil {
+		return nil
+	}
+	return syms
+}
 
 // Source tells where the traceable set came from.
 func (c *Catalogue) Source() Source { return c.source }
@@ -242,6 +260,9 @@ func loadKept(fsys fs.FS, keep *nameSet) (*Catalogue, error) {
 	c := &Catalogue{specs: make(map[string]*btf.Spec, len(b.objects)), source: source, traceable: traced, symbols: symbols}
 	for module, obj := range b.objects {
 		c.specs[module] = obj.spec
+	}
+	if keep != nil {
+		c.some = fsys
 	}
 	if tfsError != nil {
 		c.source = FromKallsymsBTF

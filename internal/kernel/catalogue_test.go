@@ -373,3 +373,37 @@ func TestNotraceCopy(t *testing.T) {
 		t.Errorf("tcp_sendmsg with a notrace copy, named: %+v from %s, want traceable, 2 copies, 1 address, from %s", f, part.Source(), FromFilterAddrs)
 	}
 }
+
+// TestAllTraceable checks that a catalogue of some names lists every
+// traceable function by name, as one of every function does, and none
+// when tracefs cannot be read.
+func TestAllTraceable(t *testing.T) {
+	names := func(syms []Symbol) []string {
+		var out []string
+		for _, s := range syms {
+			out = append(out, s.Module+":"+s.Name)
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	for name, fsys := range map[string]fs.FS{"addrs": fixture(t, nil), "names": fixture(t, nil, filterAddrs)} {
+		full := load(t, fsys)
+		part, err := LoadNames(fsys, []string{"vfs_read"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(part.Traceable()) >= len(full.Traceable()) {
+			t.Fatalf("%s: the catalogue of one name has %d traceable functions of %d", name, len(part.Traceable()), len(full.Traceable()))
+		}
+		if got, want := names(part.AllTraceable()), names(full.AllTraceable()); !slices.Equal(got, want) {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	part, err := LoadNames(fixture(t, nil, filterAddrs, filterNames), []string{"vfs_read"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := part.AllTraceable(); got != nil {
+		t.Errorf("without tracefs: %v, want none", got)
+	}
+}

@@ -81,9 +81,17 @@ func Select(c *kernel.Catalogue, patterns []string) (*Selection, error) {
 		}
 	}
 
+	var traceable []kernel.Symbol // read for the first name that matches nothing
 	for j, p := range includes {
 		if selected[j] == 0 {
-			errs = append(errs, &NoMatchError{Pattern: p.Text, Matched: matched[j], Example: firstReason[j]})
+			e := &NoMatchError{Pattern: p.Text, Matched: matched[j], Example: firstReason[j]}
+			if matched[j] == 0 {
+				if traceable == nil {
+					traceable = c.AllTraceable()
+				}
+				e.Suggestions = p.suggest(traceable)
+			}
+			errs = append(errs, e)
 		}
 	}
 	if len(includes) == 0 && len(sel.Selected) == 0 {

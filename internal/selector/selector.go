@@ -28,6 +28,7 @@
 package selector
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path"
@@ -52,11 +53,22 @@ type NoMatchError struct {
 	Matched int
 	// Example is one excluded function and its reason.
 	Example string
+	// Suggestions are the traceable functions nearest to a name that
+	// matched no function (see Suggest).
+	Suggestions []string
 }
 
 func (e *NoMatchError) Error() string {
 	if e.Matched == 0 {
-		return fmt.Sprintf("pattern %q matches no function", e.Pattern)
+		msg := fmt.Sprintf("pattern %q matches no function", e.Pattern)
+		if n := len(e.Suggestions); n > 0 {
+			msg += "; did you mean " + strings.Join(e.Suggestions[:n-1], ", ")
+			if n > 1 {
+				msg += " or "
+			}
+			msg += e.Suggestions[n-1] + "?"
+		}
+		return msg
 	}
 	return fmt.Sprintf("pattern %q matches %d functions but none can be traced (%s)", e.Pattern, e.Matched, e.Example)
 }
@@ -151,11 +163,6 @@ func LiteralNames(patterns []string) (names []string, ok bool) {
 
 // literalNames returns the names p matches when it spells them all out.
 func (p *Pattern) literalNames() ([]string, bool) {
-	isName := func(s string) bool {
-		return s != "" && strings.IndexFunc(s, func(r rune) bool {
-			return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
-		}) < 0
-	}
 	if p.re == nil {
 		return []string{p.glob}, isName(p.glob)
 	}
@@ -180,6 +187,37 @@ func (p *Pattern) literalNames() ([]string, bool) {
 		}
 	}
 	return names, true
+}
+
+// isName says whether s is a C identifier (or a part of one), a function
+// named in full rather than a glob or a regular expression.
+func isName(s string) bool {
+	return s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}) < 0
+}
+
+// suggest returns the names to suggest for p, a function named in full
+// that matched nothing, from the kernel's traceable functions: the
+// nearest names (see Suggest), with p's module if it names one. A glob, a
+// regular expression or a pattern with argument types gets none.
+func (p *Pattern) suggest(traceable []kernel.Symbol) []string {
+	if p.re != nil || len(p.ArgTypes) > 0 || !isName(p.glob) {
+		return nil
+	}
+	var names []string
+	for _, sym := range traceable {
+		if p.matchModule(sym.Module) {
+			names = append(names, sym.Name)
+		}
+	}
+	out := Suggest(p.glob, names)
+	if p.Module != "" {
+		for i := range out {
+			out[i] = p.Module + ":" + out[i]
+		}
+	}
+	return out
 }
 
 // splitTypes splits "name(type, type)" into the name and the normalised
@@ -254,19 +292,17 @@ func (p *Pattern) matchName(name string) bool {
 
 // Match reports whether fn matches the pattern, ignoring Exclude.
 func (p *Pattern) Match(fn *kernel.Function) bool {
-	if p.Module != "" {
-		mod := fn.Module
-		if mod == "" {
-			mod = "vmlinux"
-		}
-		if ok, _ := path.Match(p.Module, mod); !ok {
-			return false
-		}
+	return p.matchModule(fn.Module) && p.matchName(fn.Name) && p.matchTypes(fn)
+}
+
+// matchModule reports whether a function of module ("" for vmlinux)
+// matches the pattern's module, if it names one.
+func (p *Pattern) matchModule(module string) bool {
+	if p.Module == "" {
+		return true
 	}
-	if !p.matchName(fn.Name) {
-		return false
-	}
-	return p.matchTypes(fn)
+	ok, _ := path.Match(p.Module, cmp.Or(module, "vmlinux")) // the glob was checked by Parse
+	return ok
 }
 
 func (p *Pattern) matchTypes(fn *kernel.Function) bool {
