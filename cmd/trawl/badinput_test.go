@@ -75,6 +75,7 @@ func TestBadInput(t *testing.T) {
 		{"comm too long", []string{"--comm", "a-very-long-task-name", "vfs_read"}, 2, "longer than the kernel's 15"},
 		{"two formats", []string{"--json", "--tree", "vfs_read"}, 2, "choose one of"},
 		{"no pattern", []string{"--json"}, 2, "no pattern"},
+		{"only exclusions", []string{"!vfs_read", "!tcp_*"}, 2, `add '*' to select every function but those: '*' '!vfs_read' '!tcp_*'`},
 		{"bad regexp", []string{"/tcp_(/"}, 2, "missing closing )"},
 		{"bad glob", []string{"tcp_[x"}, 2, "malformed"},
 		{"bad entry", []string{"--entry", "do sys", "vfs_read"}, 2, "cannot contain spaces"},

@@ -141,6 +141,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-z", "vfs_read"}, "unknown shorthand flag: 'z'"},
 		{[]string{"list", "-root", ".", "x"}, "unknown shorthand flag: 'r' in -root"},
 		{[]string{"features", "--frobnicate"}, "unknown flag: --frobnicate"},
+		{[]string{"features", "!vfs_read"}, "every pattern is an exclusion"},
 		// Cobra answers these with help and status 0 unless told.
 		{[]string{"completion", "nope"}, `unknown command "nope" for "trawl completion"`},
 		{[]string{"completion"}, "trawl completion wants one of bash, fish, powershell, zsh"},

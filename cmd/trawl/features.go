@@ -46,6 +46,9 @@ test for support with trawl features >/dev/null.`,
 // markdown, a row of the README's table for the kernel of that name. It
 // returns why no backend can attach, if none can.
 func runFeatures(patterns []string, markdown string, header bool, stdout io.Writer) error {
+	if err := checkExclusions(patterns); err != nil {
+		return err
+	}
 	r := trawl.ProbeFeatures()
 	if markdown == "" {
 		fmt.Fprint(stdout, r.String())

@@ -57,6 +57,9 @@ func runList(patterns []string, f listFlags, stdout, stderr io.Writer) error {
 	if len(patterns) == 0 {
 		return fmt.Errorf("%w: list needs at least one pattern (use '*' for every function)", errUsage)
 	}
+	if err := checkExclusions(patterns); err != nil {
+		return err
+	}
 	note := func(n string) { fmt.Fprintln(stderr, "trawl: note:", oneLine(n)) }
 	sel, err := listFunctions(patterns, f.root, note)
 	if err != nil {

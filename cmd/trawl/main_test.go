@@ -79,6 +79,7 @@ func TestListErrors(t *testing.T) {
 		{[]string{"list", "--root", root, "nosuch"}, false, `pattern "nosuch" matches no function`},
 		{[]string{"list", "--root", root, "tcp_sendmsgg"}, false, `pattern "tcp_sendmsgg" matches no function; did you mean tcp_sendmsg?`},
 		{[]string{"list", "--root", root, "/(/"}, true, "missing closing )"},
+		{[]string{"list", "--root", root, "!vfs_read"}, true, "every pattern is an exclusion"},
 		{[]string{"list", "--root", "/nonexistent", "x"}, true, "--root: directory /nonexistent does not exist"},
 		{[]string{"list", "--root", "main.go", "x"}, true, "--root: main.go is not a directory"},
 		{[]string{"list", "--root", ".", "x"}, false, "kernel BTF not found"},

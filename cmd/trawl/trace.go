@@ -480,6 +480,12 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	if err := f.validate(command); err != nil {
 		return err
 	}
+	if len(f.entries) == 0 {
+		// With --entry, the entry functions are selected too.
+		if err := checkExclusions(patterns); err != nil {
+			return err
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -495,9 +501,6 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	notices := stderr
 	if f.quiet {
 		notices = io.Discard
-	}
-	if len(patterns) > 0 && allExclusions(patterns) && len(f.entries) == 0 {
-		fmt.Fprintln(notices, "trawl: every pattern is an exclusion: selecting every traceable function but those")
 	}
 	if f.otlp != "" {
 		warnInsecure(ctx, notices, f.otlp)
@@ -897,11 +900,12 @@ func parseErrnos(s string) (errnos []syscall.Errno, except bool, err error) {
 	return errnos, except, nil
 }
 
-func allExclusions(patterns []string) bool {
-	for _, p := range patterns {
-		if !strings.HasPrefix(p, "!") {
-			return false
-		}
+// checkExclusions refuses patterns that are all exclusions: they would
+// select every traceable function but those, tens of thousands, which
+// '*' must ask for.
+func checkExclusions(patterns []string) error {
+	if len(patterns) == 0 || slices.ContainsFunc(patterns, func(p string) bool { return !strings.HasPrefix(p, "!") }) {
+		return nil
 	}
-	return true
+	return fmt.Errorf("%w: every pattern is an exclusion, and exclusions only take away: add '*' to select every function but those: '*' '%s'", errUsage, strings.Join(patterns, "' '"))
 }
