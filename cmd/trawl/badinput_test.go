@@ -48,6 +48,8 @@ func TestBadInput(t *testing.T) {
 		{"pid list with one not running", []string{"-p", "1," + free, "vfs_read"}, 2, "no such process"},
 		{"pid and command", []string{"-p", "1", "vfs_read", "--", "true"}, 2, "-p and a command"},
 		{"duration zero", []string{"--duration", "0s", "vfs_read"}, 2, "--duration must be positive"},
+		{"duration zero seconds", []string{"-d", "0", "vfs_read"}, 2, "--duration must be positive"},
+		{"duration not a number", []string{"-d", "5x", "vfs_read"}, 2, "want a duration such as 10s, 1m30s or 500ms, or a number of seconds"},
 		{"duration negative", []string{"--duration", "-1s", "vfs_read"}, 2, "--duration must be positive"},
 		{"interval zero", []string{"--stats", "--interval", "0s", "vfs_read"}, 2, "--interval must be positive"},
 		{"interval without stats", []string{"--interval", "1s", "vfs_read"}, 2, "--interval needs --stats"},

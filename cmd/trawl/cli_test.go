@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -336,6 +337,32 @@ func TestFormatChosen(t *testing.T) {
 		if got := f.outputFormat(); got != tc.want {
 			t.Errorf("%v: format %q, want %q", tc.args, got, tc.want)
 		}
+	}
+}
+
+// TestDuration checks that --duration takes Go durations and, as
+// timeout(1) does, plain seconds.
+func TestDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"5": 5 * time.Second, "2.5": 2500 * time.Millisecond, "0.5": 500 * time.Millisecond, "0": 0,
+		"10s": 10 * time.Second, "1m30s": 90 * time.Second, "500ms": 500 * time.Millisecond, "-1s": -time.Second,
+	} {
+		var d durationOrSeconds
+		if err := d.Set(in); err != nil || time.Duration(d) != want {
+			t.Errorf("%q: %v, %v; want %v", in, time.Duration(d), err, want)
+		}
+	}
+	for _, in := range []string{"", ".", "5x", "-5", "1e3", "inf", "NaN", "5 s", "1.2.3"} {
+		var d durationOrSeconds
+		if err := d.Set(in); err == nil {
+			t.Errorf("%q taken as %v", in, time.Duration(d))
+		}
+	}
+	var f traceFlags
+	cmd := &cobra.Command{}
+	f.register(cmd)
+	if err := cmd.ParseFlags([]string{"-d", "5"}); err != nil || f.duration != 5*time.Second {
+		t.Errorf("-d 5: %v, %v; want 5s", f.duration, err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/trawl-dev/trawl"
 )
@@ -54,6 +55,35 @@ func (c *commName) Set(s string) error {
 func (c *commName) String() string { return string(*c) }
 
 func (c *commName) Type() string { return "NAME" }
+
+// durationOrSeconds is the value of --duration: a Go duration (10s,
+// 1m30s, 500ms) or, as timeout(1) takes it, a number of seconds (5, 2.5).
+type durationOrSeconds time.Duration
+
+var errDuration = errors.New("want a duration such as 10s, 1m30s or 500ms, or a number of seconds")
+
+func (d *durationOrSeconds) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil && s != "" && strings.Trim(s, "0123456789.") == "" {
+		v, err = time.ParseDuration(s + "s")
+	}
+	if err != nil {
+		return errDuration
+	}
+	*d = durationOrSeconds(v)
+	return nil
+}
+
+// String writes the duration as Go does, but 0 as "0", which flag help
+// takes for no default.
+func (d *durationOrSeconds) String() string {
+	if *d == 0 {
+		return "0"
+	}
+	return time.Duration(*d).String()
+}
+
+func (d *durationOrSeconds) Type() string { return "duration" }
 
 // bufferList is the value of the repeatable --buf flag.
 type bufferList []trawl.Buffer

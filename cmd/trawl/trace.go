@@ -117,7 +117,7 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&f.workload, "workload", false, "trace trawl's small built-in workload (files, pipes, loopback TCP) as the command")
 	fs.StringVarP(&f.user, "user", "u", "", "run the command as `USER` (a name, or a numeric UID[:GID]): its uid, gid and groups, with HOME, USER and LOGNAME set (default: as trawl's user, root)")
 	fs.StringVarP(&f.backend, "backend", "b", string(trawl.BackendAuto), "attach with `BACKEND`: "+strings.Join(backends, ", ")+" (trawl features PATTERN... shows what auto picks)")
-	fs.DurationVarP(&f.duration, "duration", "d", 0, "stop `D` after tracing begins, e.g. 10s (default: at Ctrl-C, or when the command exits)")
+	fs.VarP((*durationOrSeconds)(&f.duration), "duration", "d", "stop `D` after tracing begins: a duration, e.g. 10s or 1m30s, or a number of seconds, e.g. 5 (default: at Ctrl-C, or when the command exits)")
 	// Which calls to keep.
 	fs.DurationVar(&f.minDur, "min-duration", 0, "show only calls that take at least `D` (e.g. 1ms)")
 	fs.StringArrayVarP(&f.entries, "entry", "e", nil, "trace the functions only inside calls of the functions `PATTERN` selects, which are traced too (repeatable); with --errors, show only the error chains of entry calls that fail")
