@@ -110,7 +110,8 @@ With a COMMAND after --, trawl starts it, traces only it and its children,
 and stops when it exits; without one, it traces the whole system until
 Ctrl-C, SIGTERM or --duration. At the end, a summary on standard error
 accounts for every call the program saw: shown, not read, dropped or
-filtered out.
+filtered out; lines for the calls missed or filtered in the kernel follow
+only when there were some (every count with --debug).
 
 A PATTERN is [!][MODULE:]NAME[(TYPE, ...)], NAME a glob or a /regexp/:
 'tcp_*', '!tcp_v6_*', 'nf_conntrack:*', '/^vfs_(read|write)$/',
@@ -165,10 +166,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	})
 	f.register(root)
-	var debug bool
-	root.PersistentFlags().BoolVar(&debug, "debug", false, "print diagnostics on standard error, among them how long each start-up step takes")
+	root.PersistentFlags().BoolVar(&f.debug, "debug", false, "print diagnostics on standard error, among them how long each start-up step takes, and every count of the summary at the end of a trace")
 	root.PersistentPreRun = func(*cobra.Command, []string) {
-		if debug {
+		if f.debug {
 			slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		}
 	}

@@ -297,8 +297,10 @@ func pidMax() int64 {
 
 // summary writes what was seen and lost. Every call the program saw end
 // is accounted for: read, not read (the trace stopped first), dropped
-// (ring buffer full), filtered at exit, or still in the ring buffer.
-func summary(w io.Writer, st trawl.Stats) {
+// (ring buffer full), filtered at exit, or still in the ring buffer. The
+// lines after the first say only the counts that are not zero, so a trace
+// that lost nothing ends with one line; all (--debug) writes every count.
+func summary(w io.Writer, st trawl.Stats, all bool) {
 	if st.Counted > 0 {
 		fmt.Fprintf(w, "trawl: %d calls: %d counted in the kernel, %d filtered out at exit", st.Calls, st.Counted, st.FilteredExit)
 	} else {
@@ -312,14 +314,28 @@ func summary(w io.Writer, st trawl.Stats) {
 	if st.Malformed > 0 {
 		fmt.Fprintf(w, "trawl: %d records skipped: they did not decode\n", st.Malformed)
 	}
-	fmt.Fprintf(w, "trawl: filtered in the kernel at entry: %d by task (pid, comm, cgroup), %d by --filter\n", st.Filtered, st.FilteredExpr)
-	fmt.Fprintf(w, "trawl: missed: %d entries without task storage, %d calls nested too deep, %d exits without entry, %d entries without exit, %d calls without their captured memory (frame evicted), %d children not followed (pids map full)\n",
-		st.MissStorage, st.MissDepth, st.MissEntry, st.MissExit, st.MissFrame, st.MissPIDs)
+	if c := counts(all, count{st.Filtered, "by task (pid, comm, cgroup)"}, count{st.FilteredExpr, "by --filter"}); c != "" {
+		fmt.Fprintf(w, "trawl: filtered in the kernel at entry: %s\n", c)
+	}
+	if c := counts(all,
+		count{st.MissStorage, "entries without task storage"},
+		count{st.MissDepth, "calls nested too deep"},
+		count{st.MissEntry, "exits without entry"},
+		count{st.MissExit, "entries without exit"},
+		count{st.MissFrame, "calls without their captured memory (frame evicted)"},
+		count{st.MissPIDs, "children not followed (pids map full)"},
+	); c != "" {
+		fmt.Fprintf(w, "trawl: missed: %s\n", c)
+	}
 	if st.MissErrno > 0 {
 		fmt.Fprintf(w, "trawl: %d errors not counted by errno (the errno map was full)\n", st.MissErrno)
 	}
 	if st.OutsideEntry > 0 || st.Chains > 0 || st.MissChain > 0 {
-		fmt.Fprintf(w, "trawl: --entry: %d calls outside every entry call left out in the kernel, %d error chains, %d chain calls lost (chain buffer full)\n", st.OutsideEntry, st.Chains, st.MissChain)
+		fmt.Fprintf(w, "trawl: --entry: %d calls outside every entry call left out in the kernel, %d error chains", st.OutsideEntry, st.Chains)
+		if st.MissChain > 0 || all {
+			fmt.Fprintf(w, ", %d chain calls lost (chain buffer full)", st.MissChain)
+		}
+		fmt.Fprintln(w)
 	}
 	if st.StaleGates > 0 {
 		fmt.Fprintf(w, "trawl: --entry: %d entry calls whose exit was missed, their gate shut by a later call\n", st.StaleGates)
@@ -336,7 +352,9 @@ func summary(w io.Writer, st trawl.Stats) {
 	}
 	var progs []string
 	for p, n := range st.RecursionMisses {
-		progs = append(progs, fmt.Sprintf("%s %d", p, n))
+		if n > 0 || all {
+			progs = append(progs, fmt.Sprintf("%s %d", p, n))
+		}
 	}
 	slices.Sort(progs)
 	if len(progs) > 0 {
@@ -345,6 +363,24 @@ func summary(w io.Writer, st trawl.Stats) {
 	for _, line := range st.Skipped.Summary(3) {
 		fmt.Fprintln(w, "trawl: skipped", line)
 	}
+}
+
+// count is a number of the summary, and what it counts.
+type count struct {
+	n    uint64
+	what string
+}
+
+// counts writes the counts that are not zero, or all of them, as "N what"
+// separated by commas; "" for none.
+func counts(all bool, cs ...count) string {
+	var out []string
+	for _, c := range cs {
+		if c.n > 0 || all {
+			out = append(out, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // lateSummary reports the calls that ended or were counted between the

@@ -597,12 +597,66 @@ func TestFollowManyChildren(t *testing.T) {
 	if status != 0 {
 		t.Fatalf("status %d", status)
 	}
-	if !strings.Contains(stderr, " 0 children not followed") {
+	// The summary names the children not followed unless there are none.
+	if strings.Contains(stderr, "children not followed") {
 		t.Error("children not followed")
 	}
 	if calls := checkSummary(t, stderr); calls < children {
 		t.Errorf("%d calls of execve, want at least one per child (%d)", calls, children)
 	}
+}
+
+// TestSummaryLines checks that the summary of a trace that lost nothing
+// is one line, every count of it with --debug, and that a lossy one names
+// its losses and no count that is zero: a hot loop through a ring buffer
+// of one page drops calls.
+func TestSummaryLines(t *testing.T) {
+	guest.Require(t)
+	// The summary's lines: trawl's, but the reason it stopped and the
+	// functions skipped, which are no loss of calls.
+	summaryLines := func(stderr string) []string {
+		var lines []string
+		for line := range strings.Lines(stderr) {
+			if strings.HasPrefix(line, "trawl: ") && !strings.HasPrefix(line, "trawl: stopping:") && !strings.HasPrefix(line, "trawl: skipped") {
+				lines = append(lines, strings.TrimSuffix(line, "\n"))
+			}
+		}
+		return lines
+	}
+	// About a thousand calls of getppid, which nothing else in the guest
+	// calls, and which capture no memory: none filtered out, none lost.
+	clean := append([]string{hotFunc, "--"}, hotloop(time.Millisecond)...)
+	t.Run("clean", func(t *testing.T) {
+		_, stderr, status := runLimited(t, trawlCmd(append([]string{"-q"}, clean...)...), startLimit+stopLimit)
+		lines := summaryLines(stderr)
+		if status != 0 || len(lines) != 1 || !callsLine.MatchString(lines[0]) {
+			t.Errorf("status %d, want 0 and a summary of one line:\n%s", status, stderr)
+		}
+	})
+	t.Run("clean-debug", func(t *testing.T) {
+		_, stderr, status := runLimited(t, trawlCmd(append([]string{"-q", "--debug"}, clean...)...), startLimit+stopLimit)
+		lines := summaryLines(stderr)
+		if status != 0 || len(lines) < 3 || !callsLine.MatchString(lines[0]) ||
+			!strings.HasPrefix(lines[1], "trawl: filtered in the kernel at entry: 0 by task") || !strings.HasPrefix(lines[2], "trawl: missed: 0 entries without task storage") {
+			t.Errorf("status %d, want 0 and every count of the summary:\n%s", status, stderr)
+		}
+	})
+	t.Run("lossy", func(t *testing.T) {
+		cmd := trawlCmd(append([]string{"-q", "--ring-buffer-size", strconv.Itoa(os.Getpagesize()), hotFunc, "--"}, hotloop(2*time.Second)...)...)
+		_, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
+		lines := summaryLines(stderr)
+		m := callsLine.FindStringSubmatch(stderr)
+		if status != 0 || m == nil || account(m)[3] == 0 {
+			t.Fatalf("status %d, want 0 and calls dropped:\n%s", status, stderr)
+		}
+		zero := regexp.MustCompile(`(: |, )0 `)
+		for _, line := range lines[1:] {
+			if zero.MatchString(line) {
+				t.Errorf("a count of 0 in the summary: %s\n%s", line, stderr)
+			}
+		}
+		t.Logf("summary:\n%s", strings.Join(lines, "\n"))
+	})
 }
 
 // callsArg as the first argument makes the test binary call getppid the

@@ -71,6 +71,7 @@ type traceFlags struct {
 	quiet       bool
 	ringBuffer  byteSize
 	version     bool
+	debug       bool // --debug, a flag of every command
 	// set holds the names of the flags given on the command line.
 	set map[string]bool
 }
@@ -527,7 +528,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	s, err := trawl.Open(ctx, cfg)
 	if err != nil {
 		if oe := (*trawl.OpenError)(nil); errors.As(err, &oe) {
-			summary(stderr, oe.Stats)
+			summary(stderr, oe.Stats, f.debug)
 		}
 		return startError(ctx, err)
 	}
@@ -593,7 +594,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 		}()
 	}
 	readErr := readCalls(s, r, stop)
-	return finish(ctx, s, r, stop, child, readErr, stderr)
+	return finish(ctx, s, r, stop, child, readErr, stderr, f.debug)
 }
 
 // config describes the trace the flags ask for; the command's process
@@ -618,9 +619,9 @@ func (f *traceFlags) config(patterns []string) trawl.Config {
 
 // finish ends a trace that was stopped: the program is disarmed, what is
 // already in the ring buffer is shown (for at most drainTime, none after
-// a second interrupt), the output flushed, the summary printed, then
-// everything detached.
-func finish(ctx context.Context, s *trawl.Session, r render.Renderer, stop *stopper, child *gatedCommand, readErr error, stderr io.Writer) error {
+// a second interrupt), the output flushed, the summary printed (every
+// count of it with debug), then everything detached.
+func finish(ctx context.Context, s *trawl.Session, r render.Renderer, stop *stopper, child *gatedCommand, readErr error, stderr io.Writer, debug bool) error {
 	stopErr := s.Stop()
 	if why := stop.why(); why != "" {
 		fmt.Fprintf(stderr, "trawl: stopping: %s\n", why)
@@ -641,7 +642,7 @@ func finish(ctx context.Context, s *trawl.Session, r render.Renderer, stop *stop
 		pipeClosed, readErr, renderErr = true, nil, nil
 	}
 	st, statsErr := s.Stats()
-	summary(stderr, st)
+	summary(stderr, st, debug)
 	if o, ok := r.(*otlpOutput); ok {
 		o.summary(stderr)
 	}

@@ -97,7 +97,9 @@ func TestWhyFailed(t *testing.T) {
 	notDir, missing := filepath.Join(exe, "x"), "/trawl-missing-file"
 	for _, b := range backendsHere(t) {
 		t.Run(b, func(t *testing.T) {
-			cmd := trawlCmd("-q", "--json", "-b", b, "--entry", openEntry, "--errors", "--stack", pathWalk,
+			// --debug: the summary names every program, with its
+			// recursion misses, even none.
+			cmd := trawlCmd("-q", "--debug", "--json", "-b", b, "--entry", openEntry, "--errors", "--stack", pathWalk,
 				"--", exe, opensArg, notDir, missing, exe)
 			out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
 			if status != 0 {
