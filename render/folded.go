@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package render
+
+import (
+	"bufio"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/trawl-dev/trawl/call"
+)
+
+// Folded counts the calls by stack and writes them at Close in the folded
+// stack format of flamegraph.pl, inferno and speedscope: one line per
+// stack, its frames root first separated by ';', a space and the number
+// of calls. A call's stack is its kernel stack (call.Call Stack) with the
+// traced function as the leaf; a call without a stack is its function
+// alone. Frames are function names, "module:name" outside vmlinux,
+// without the offset into the function, so that the calls of a function
+// add up however it was reached inside its callers. Names are escaped as
+// the text format escapes them, and a ';' or a space inside a name is
+// written \x3b or \x20, so that no name breaks a line's fields.
+type Folded struct {
+	w      *bufio.Writer
+	stacks stackCounts
+}
+
+// NewFolded returns a folded stack renderer writing to w.
+func NewFolded(w io.Writer) *Folded {
+	return &Folded{w: bufio.NewWriter(w), stacks: stackCounts{}}
+}
+
+// Call counts c under its stack.
+func (f *Folded) Call(c *call.Call) error {
+	f.stacks.add(c)
+	return nil
+}
+
+// Flush does nothing: the stacks are written at Close.
+func (f *Folded) Flush() error { return nil }
+
+// Close writes the stacks, sorted, and flushes.
+func (f *Folded) Close() error {
+	for _, s := range f.stacks.sorted() {
+		f.w.WriteString(s)
+		f.w.WriteByte(' ')
+		f.w.WriteString(strconv.FormatUint(f.stacks[s], 10))
+		f.w.WriteByte('\n')
+	}
+	return f.w.Flush()
+}
+
+// stackCounts counts calls by folded stack: frames root first, joined
+// by ';'.
+type stackCounts map[string]uint64
+
+// add counts c under its stack.
+func (sc stackCounts) add(c *call.Call) {
+	leaf := foldedName(c.Func, c.Module)
+	var frames []string
+	for i := len(c.Stack) - 1; i >= 0; i-- {
+		frames = append(frames, foldedFrame(c.Stack[i]))
+	}
+	// The stack begins at the traced function, unless it could not be
+	// symbolised.
+	if len(frames) == 0 || frames[len(frames)-1] != leaf {
+		frames = append(frames, leaf)
+	}
+	sc[strings.Join(frames, ";")]++
+}
+
+// sorted returns the stacks in order.
+func (sc stackCounts) sorted() []string {
+	keys := make([]string, 0, len(sc))
+	for k := range sc {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// foldedFrame returns the name of a stack frame, "sym+0xoff [module]" or
+// "sym+0xoff", as Folded writes it.
+func foldedFrame(frame string) string {
+	sym, mod, ok := strings.Cut(frame, " [")
+	if ok {
+		mod = strings.TrimSuffix(mod, "]")
+	}
+	if i := strings.LastIndex(sym, "+0x"); i > 0 {
+		sym = sym[:i]
+	}
+	return foldedName(sym, mod)
+}
+
+// foldedName returns the escaped name of function name of module mod
+// ("" for vmlinux).
+func foldedName(name, mod string) string {
+	if mod != "" {
+		name = mod + ":" + name
+	}
+	return foldedEscaper.Replace(escaped(name))
+}
+
+// foldedEscaper escapes the separators of the folded format.
+var foldedEscaper = strings.NewReplacer(";", `\x3b`, " ", `\x20`)
