@@ -47,7 +47,7 @@ type Stats struct {
 	opts  StatsOptions
 	mu    sync.Mutex // guards what follows, shared with the refresh goroutine
 	w     *bufio.Writer
-	funcs map[string]*funcStats
+	funcs funcTable
 	err   error
 	stop  chan struct{}
 	done  chan struct{}
@@ -86,7 +86,7 @@ func NewStats(w io.Writer, opts StatsOptions) (*Stats, error) {
 	if !slices.Contains(SortColumns, opts.SortBy) {
 		return nil, fmt.Errorf("sort column %q is not one of %s", opts.SortBy, strings.Join(SortColumns, ", "))
 	}
-	s := &Stats{opts: opts, w: bufio.NewWriter(w), funcs: map[string]*funcStats{}}
+	s := &Stats{opts: opts, w: bufio.NewWriter(w), funcs: funcTable{}}
 	if opts.Interval > 0 {
 		s.stop, s.done = make(chan struct{}), make(chan struct{})
 		go s.refresh()
@@ -94,28 +94,11 @@ func NewStats(w io.Writer, opts StatsOptions) (*Stats, error) {
 	return s, nil
 }
 
-// Call adds c to its function's figures. Calls whose exit was not seen
-// count no latency.
+// Call adds c to its function's figures.
 func (s *Stats) Call(c *call.Call) error {
-	name := escaped(c.Func)
-	if c.Module != "" {
-		name = escaped(c.Module) + ":" + name
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := s.funcs[name]
-	if f == nil {
-		f = &funcStats{name: name}
-		s.funcs[name] = f
-	}
-	f.calls++
-	if c.Ret.Kind == call.KindErrno {
-		f.errors++
-	}
-	if c.Flags&(call.EntryOnly|call.ExitOnly) == 0 {
-		f.hist.Record(c.Duration)
-		f.total += c.Duration
-	}
+	s.funcs.add(c)
 	return s.err
 }
 
@@ -159,13 +142,7 @@ func (s *Stats) write() {
 	if s.err != nil {
 		return
 	}
-	rows := make([]*funcStats, 0, len(s.funcs))
-	for _, f := range s.funcs {
-		rows = append(rows, f)
-	}
-	slices.SortFunc(rows, func(a, b *funcStats) int {
-		return cmp.Or(cmp.Compare(b.key(s.opts.SortBy), a.key(s.opts.SortBy)), strings.Compare(a.name, b.name))
-	})
+	rows := s.funcs.rows(s.opts.SortBy)
 	if s.opts.Top > 0 && len(rows) > s.opts.Top {
 		rows = rows[:s.opts.Top]
 	}
@@ -189,6 +166,44 @@ func (s *Stats) write() {
 		writeHistogram(w, f)
 	}
 	s.err = w.Flush()
+}
+
+// funcTable holds the figures of each function, by name.
+type funcTable map[string]*funcStats
+
+// add adds c to its function's figures. Calls without a duration (their
+// entry or exit not seen) count no latency.
+func (t funcTable) add(c *call.Call) {
+	name := escaped(c.Func)
+	if c.Module != "" {
+		name = escaped(c.Module) + ":" + name
+	}
+	f := t[name]
+	if f == nil {
+		f = &funcStats{name: name}
+		t[name] = f
+	}
+	f.calls++
+	if c.Ret.Kind == call.KindErrno {
+		f.errors++
+	}
+	if c.Flags&(call.EntryOnly|call.ExitOnly) == 0 && c.Duration != 0 {
+		f.hist.Record(c.Duration)
+		f.total += c.Duration
+	}
+}
+
+// rows returns the functions sorted by column col, largest first, then
+// by name.
+func (t funcTable) rows(col string) []*funcStats {
+	rows := make([]*funcStats, 0, len(t))
+	for _, f := range t {
+		rows = append(rows, f)
+	}
+	slices.SortFunc(rows, func(a, b *funcStats) int {
+		return cmp.Or(cmp.Compare(b.key(col), a.key(col)), strings.Compare(a.name, b.name))
+	})
+	return rows
 }
 
 // key returns the value sorted on for a column, larger first; "name" sorts
