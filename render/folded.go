@@ -43,47 +43,47 @@ func (f *Folded) Flush() error { return nil }
 
 // Close writes the stacks, sorted, and flushes.
 func (f *Folded) Close() error {
-	for _, s := range f.stacks.sorted() {
-		f.w.WriteString(s)
-		f.w.WriteByte(' ')
-		f.w.WriteString(strconv.FormatUint(f.stacks[s], 10))
-		f.w.WriteByte('\n')
+	lines := make([]string, 0, len(f.stacks))
+	for stack, n := range f.stacks {
+		frames := strings.Split(stack, stackSep)
+		for i := range frames {
+			frames[i] = foldedEscaper.Replace(frames[i])
+		}
+		lines = append(lines, strings.Join(frames, ";")+" "+strconv.FormatUint(n, 10)+"\n")
+	}
+	slices.Sort(lines)
+	for _, l := range lines {
+		f.w.WriteString(l)
 	}
 	return f.w.Flush()
 }
 
-// stackCounts counts calls by folded stack: frames root first, joined
-// by ';'.
+// stackCounts counts calls by stack: the escaped names of its frames,
+// root first, joined by stackSep.
 type stackCounts map[string]uint64
+
+// stackSep separates frames in stackCounts: a NUL, which escaping
+// leaves out of names.
+const stackSep = "\x00"
 
 // add counts c under its stack.
 func (sc stackCounts) add(c *call.Call) {
-	leaf := foldedName(c.Func, c.Module)
+	leaf := frameName(c.Func, c.Module)
 	var frames []string
 	for i := len(c.Stack) - 1; i >= 0; i-- {
-		frames = append(frames, foldedFrame(c.Stack[i]))
+		frames = append(frames, stackFrame(c.Stack[i]))
 	}
 	// The stack begins at the traced function, unless it could not be
 	// symbolised.
 	if len(frames) == 0 || frames[len(frames)-1] != leaf {
 		frames = append(frames, leaf)
 	}
-	sc[strings.Join(frames, ";")]++
+	sc[strings.Join(frames, stackSep)]++
 }
 
-// sorted returns the stacks in order.
-func (sc stackCounts) sorted() []string {
-	keys := make([]string, 0, len(sc))
-	for k := range sc {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-// foldedFrame returns the name of a stack frame, "sym+0xoff [module]" or
-// "sym+0xoff", as Folded writes it.
-func foldedFrame(frame string) string {
+// stackFrame returns the escaped name of a stack frame, "sym+0xoff
+// [module]" or "sym+0xoff": "module:sym" or "sym".
+func stackFrame(frame string) string {
 	sym, mod, ok := strings.Cut(frame, " [")
 	if ok {
 		mod = strings.TrimSuffix(mod, "]")
@@ -91,16 +91,16 @@ func foldedFrame(frame string) string {
 	if i := strings.LastIndex(sym, "+0x"); i > 0 {
 		sym = sym[:i]
 	}
-	return foldedName(sym, mod)
+	return frameName(sym, mod)
 }
 
-// foldedName returns the escaped name of function name of module mod
+// frameName returns the escaped name of function name of module mod
 // ("" for vmlinux).
-func foldedName(name, mod string) string {
+func frameName(name, mod string) string {
 	if mod != "" {
 		name = mod + ":" + name
 	}
-	return foldedEscaper.Replace(escaped(name))
+	return escaped(name)
 }
 
 // foldedEscaper escapes the separators of the folded format.

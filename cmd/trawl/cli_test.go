@@ -97,7 +97,7 @@ func TestFormatAliases(t *testing.T) {
 	choices := [][]string{
 		{"--json"}, {"--tree"}, {"--stats"}, {"--perfetto", filepath.Join(dir, "trace")},
 		{"-f", "text"}, {"-f", "tree"}, {"--format", "json"}, {"--format=stats"},
-		{"-f", "chrome-json"}, {"-f", "perfetto", "-o", filepath.Join(dir, "trace")}, {"-f", "folded"},
+		{"-f", "chrome-json"}, {"-f", "perfetto", "-o", filepath.Join(dir, "trace")}, {"-f", "folded"}, {"-f", "html"},
 	}
 	isFormat := func(a []string) bool {
 		return a[0] == "-f" || a[0] == "--format" || strings.HasPrefix(a[0], "--format=")
@@ -131,7 +131,7 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"-f", "perfetto", "vfs_read"}, "name its file with -o FILE"},
-		{[]string{"-f", "xml", "vfs_read"}, `--format "xml": want one of text, tree, json, perfetto, chrome-json, stats, folded`},
+		{[]string{"-f", "xml", "vfs_read"}, `--format "xml": want one of text, tree, json, perfetto, chrome-json, stats, folded, html`},
 		{[]string{"--color", "sometimes", "vfs_read"}, `--color "sometimes": want one of auto, always, never`},
 		{[]string{"-b", "ebpf", "vfs_read"}, `--backend "ebpf": want one of auto, fentry`},
 		{[]string{"--ring-buffer-size", "12K", "vfs_read"}, "power of two"},
@@ -326,7 +326,7 @@ func TestFormatChosen(t *testing.T) {
 		{[]string{"--tree"}, formatTree}, {[]string{"--format=tree"}, formatTree},
 		{[]string{"--stats"}, formatStats}, {[]string{"-f", "stats"}, formatStats},
 		{[]string{"--perfetto", "x"}, formatPerfetto}, {[]string{"-f", "perfetto"}, formatPerfetto},
-		{[]string{"-f", "chrome-json"}, formatChromeJSON}, {[]string{"-f", "folded"}, formatFolded},
+		{[]string{"-f", "chrome-json"}, formatChromeJSON}, {[]string{"-f", "folded"}, formatFolded}, {[]string{"-f", "html"}, formatHTML},
 	} {
 		var f traceFlags
 		cmd := &cobra.Command{}

@@ -85,10 +85,11 @@ const (
 	formatChromeJSON = "chrome-json"
 	formatStats      = "stats"
 	formatFolded     = "folded"
+	formatHTML       = "html"
 )
 
 var (
-	formats = []string{formatText, formatTree, formatJSON, formatPerfetto, formatChromeJSON, formatStats, formatFolded}
+	formats = []string{formatText, formatTree, formatJSON, formatPerfetto, formatChromeJSON, formatStats, formatFolded, formatHTML}
 	colors  = []string{"auto", "always", "never"}
 	// valueLevels are the values of --otlp-values: otlp.ValueLevels.
 	valueLevels = func() (names []string) {
@@ -132,7 +133,7 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.StringArrayVar(&f.show, "show", nil, "show the value of `EXPR` with each call, read when it returns, e.g. 'file->f_path.dentry->d_name.name' or 'port(sk->__sk_common.skc_dport)' (formats ip, ipv6, port, hex, str, and buf(PTR, LEN); repeatable, up to 8; docs/filter.md)")
 	// How to write them.
 	fs.BoolVar(&f.stack, "stack", false, "show each call's kernel stack at its entry (of an error chain, the origin's)")
-	fs.StringVarP(&f.format, "format", "f", formatText, "write `FORMAT`: text (a line per call), tree (a call tree per task), json (a JSON object per call), perfetto (Perfetto's protobuf trace, needs -o), chrome-json (the Chrome JSON trace), stats (counts, errors, latency percentiles), folded (call counts by kernel stack for flame graphs, at the end: with --stack, the traced function under its callers; without, the function alone)")
+	fs.StringVarP(&f.format, "format", "f", formatText, "write `FORMAT`: text (a line per call), tree (a call tree per task), json (a JSON object per call), perfetto (Perfetto's protobuf trace, needs -o), chrome-json (the Chrome JSON trace), stats (counts, errors, latency percentiles), folded (call counts by kernel stack for flame graphs, at the end: with --stack, the traced function under its callers; without, the function alone), html (a page written at the end: a table of the functions, their latency histograms and a flame graph of the stacks)")
 	fs.StringVarP(&f.output, "output", "o", "", "write to `FILE` instead of standard output")
 	fs.BoolVar(&f.json, "json", false, "same as --format json (schema: docs/json-schema.md)")
 	fs.BoolVar(&f.tree, "tree", false, "same as --format tree")
@@ -829,6 +830,8 @@ func (f *traceFlags) formatRenderer(w io.Writer, s *trawl.Session, opts render.O
 		return render.NewChromeJSON(w), nil
 	case formatFolded:
 		return render.NewFolded(w), nil
+	case formatHTML:
+		return render.NewHTML(w), nil
 	case formatStats:
 		// The kernel counts the calls: no record per call, so no drops.
 		return render.NewStats(w, render.StatsOptions{Options: opts, Interval: f.interval, SortBy: f.sortBy, Histogram: f.hist, Source: s.FunctionStats})
