@@ -172,7 +172,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 			slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		}
 	}
-	root.AddCommand(newListCommand(), newFeaturesCommand(), newManCommand(),
+	root.AddCommand(newListCommand(), newFeaturesCommand(), newReportCommand(), newManCommand(),
 		hiddenCommand(gateCommand, runGate), hiddenCommand(workloadCommand, runWorkload))
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
