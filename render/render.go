@@ -2,7 +2,8 @@
 
 // Package render writes decoded calls as text lines, call trees, JSON lines,
 // Perfetto traces (Perfetto's protobuf format or the Chrome trace event
-// format) and latency statistics.
+// format), latency statistics, folded stacks for flame graphs and an HTML
+// page, and reads JSON lines back into calls.
 //
 // The capture pipeline pairs each call's entry and exit, decodes them into a
 // call.Call and hands it to one Renderer from a single goroutine.

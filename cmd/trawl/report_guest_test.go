@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trawl-dev/trawl/internal/vmtest/guest"
+)
+
+// TestReportRecording records the built-in workload with -f json
+// --stack, then renders the recording with trawl report as a flame
+// graph's folded stacks and as an HTML page: the traced function is the
+// leaf of stacks of real kernel frames, down from the system call. Run
+// on every guest: the stacks come from each kernel's unwinder and
+// backend (a trampoline's stack lacks the function, which trawl adds).
+func TestReportRecording(t *testing.T) {
+	guest.Require(t)
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "rec.json")
+	_, stderr, status := runLimited(t, trawlCmd("-f", "json", "--stack", "-o", rec, "--workload", workloadFunc), startLimit+stopLimit)
+	if status != 0 {
+		t.Fatalf("recording: status %d\n%s", status, stderr)
+	}
+	checkSummary(t, stderr)
+	b, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first struct{ Func string }
+	if err := json.Unmarshal(b[:max(strings.IndexByte(string(b), '\n'), 0)], &first); err != nil || first.Func != workloadFunc {
+		t.Fatalf("the recording's first line is not a call of %s (%v):\n%.500s", workloadFunc, err, b)
+	}
+
+	folded, stderr, status := runLimited(t, trawlCmd("report", "-f", "folded", rec), time.Minute)
+	if status != 0 || folded == "" {
+		t.Fatalf("report -f folded: status %d, stderr:\n%s", status, stderr)
+	}
+	t.Logf("report -f folded:\n%s%s", folded, stderr)
+	found := false
+	for line := range strings.Lines(folded) {
+		stack, count, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		frames := strings.Split(stack, ";")
+		if !ok || count == "0" || strings.Contains(count, " ") {
+			t.Errorf("not a folded line: %q", line)
+			continue
+		}
+		if frames[len(frames)-1] != workloadFunc {
+			t.Errorf("the leaf of %q is not %s", line, workloadFunc)
+		}
+		for _, f := range frames {
+			if f == "" || strings.Contains(f, "+0x") {
+				t.Errorf("frame %q of %q: want a function's name", f, line)
+			}
+		}
+		if len(frames) > 2 && strings.Contains(stack, "syscall") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no stack of %s down from a system call:\n%s", workloadFunc, folded)
+	}
+
+	page := filepath.Join(dir, "report.html")
+	_, stderr, status = runLimited(t, trawlCmd("report", "-f", "html", "-o", page, rec), time.Minute)
+	if status != 0 {
+		t.Fatalf("report -f html: status %d, stderr:\n%s", status, stderr)
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<td data-v=\"" + workloadFunc + "\">", "<svg", "<title>" + workloadFunc + ": "} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}
