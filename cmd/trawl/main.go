@@ -126,7 +126,11 @@ const rootExample = `  trawl -d 5s 'tcp_*'                     trace every tcp_ 
   trawl --errors --filter 'filename ~ "/etc/*"' do_sys_openat2
                                           failed opens under /etc
   trawl -f perfetto -o trace.pftrace -p 1234 'ext4_*'
-                                          a Perfetto trace of one process`
+                                          a Perfetto trace of one process
+  trawl -f json --stack -o rec.json -d 10s 'vfs_*'
+  trawl report -f html -o rec.html rec.json
+                                          record once, then a page of tables,
+                                          histograms and a flame graph`
 
 // newRoot returns trawl's command line: the root command traces; the
 // subcommands list functions, probe the kernel, complete and document.
