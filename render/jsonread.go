@@ -18,7 +18,9 @@ import (
 )
 
 // JSONReader reads back the JSON lines the JSON renderer writes: each line
-// becomes the call.Call that renders to the same line again. What JSON
+// becomes the call.Call that renders to the same line again, with the
+// same Options.WallOffset, but for bytes that were not UTF-8, which JSON
+// wrote \ufffd and which come back as U+FFFD itself. What JSON
 // does not keep of a value, its C type, is guessed from its form: a
 // negative number is an int, another number a uint (a float if it has a
 // fraction or an exponent), a "0x" hex string a pointer, any other string
