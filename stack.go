@@ -66,7 +66,12 @@ func (s *stackFrames) frames(id uint32) []string {
 		if ip == 0 {
 			break
 		}
-		name, off, mod, ok := s.sym.SymbolizeModule(ip)
+		name, off, mod, ok := s.sym.SymbolizeCode(ip)
+		if !ok && len(frames) == 0 {
+			// The capture program and its trampoline, the innermost
+			// frames, loaded after the kernel's symbols were read.
+			continue
+		}
 		if !ok {
 			frames = append(frames, "0x"+strconv.FormatUint(ip, 16))
 			continue

@@ -44,6 +44,7 @@ func TestReportRecording(t *testing.T) {
 		t.Fatalf("report -f folded: status %d, stderr:\n%s", status, stderr)
 	}
 	t.Logf("report -f folded:\n%s%s", folded, stderr)
+	data := dataSymbols(t)
 	found := false
 	for line := range strings.Lines(folded) {
 		stack, count, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
@@ -58,6 +59,11 @@ func TestReportRecording(t *testing.T) {
 		for _, f := range frames {
 			if f == "" || strings.Contains(f, "+0x") {
 				t.Errorf("frame %q of %q: want a function's name", f, line)
+			}
+			// The capture program and its trampoline, loaded after
+			// kallsyms was read, once showed as a module's data.
+			if _, name, ok := strings.Cut(f, ":"); ok && data[name] || data[f] {
+				t.Errorf("frame %q of %q is a data symbol, not code", f, line)
 			}
 		}
 		// Folded frames have no offset: "do_syscall_64", not
@@ -84,4 +90,21 @@ func TestReportRecording(t *testing.T) {
 			t.Errorf("the page lacks %q", want)
 		}
 	}
+}
+
+// dataSymbols returns the names of the kernel's data symbols (kallsyms
+// types d, r and b), which hold no code.
+func dataSymbols(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/kallsyms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := map[string]bool{}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) >= 3 && strings.ContainsAny(f[1], "dDrRbB") {
+			data[f[2]] = true
+		}
+	}
+	return data
 }

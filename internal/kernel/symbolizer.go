@@ -25,6 +25,8 @@ type Symbolizer struct {
 	// vmlinux.
 	mods     []uint16
 	modNames []string
+	// text says which symbols are code (kallsyms types t, T, w, W).
+	text []bool
 }
 
 // minKernelAddr is below every kernel text or data address on x86-64 and
@@ -49,7 +51,7 @@ func lazySymbolizer(data []byte) *Symbolizer {
 	s := &Symbolizer{}
 	s.lazy = sync.OnceFunc(func() {
 		if _, full, err := parseKallsyms(data, nil); err == nil {
-			s.addrs, s.names, s.mods, s.modNames = full.addrs, full.names, full.mods, full.modNames
+			s.addrs, s.names, s.mods, s.modNames, s.text = full.addrs, full.names, full.mods, full.modNames, full.text
 		}
 	})
 	return s
@@ -74,6 +76,7 @@ type symbol struct {
 	addr uint64
 	name string
 	mod  uint16
+	text bool
 }
 
 // add adds a symbol of kallsyms type typ unless it would symbolise what
@@ -92,14 +95,16 @@ func (b *symbolizerBuilder) add(addr uint64, typ, name, module string) {
 		b.modIndex[module] = i
 		b.modNames = append(b.modNames, module)
 	}
-	b.syms = append(b.syms, symbol{addr, name, i})
+	text := typ == "t" || typ == "T" || typ == "w" || typ == "W"
+	b.syms = append(b.syms, symbol{addr, name, i, text})
 }
 
 func (b *symbolizerBuilder) build() *Symbolizer {
 	sort.SliceStable(b.syms, func(i, j int) bool { return b.syms[i].addr < b.syms[j].addr })
-	s := &Symbolizer{addrs: make([]uint64, len(b.syms)), names: make([]string, len(b.syms)), mods: make([]uint16, len(b.syms)), modNames: b.modNames}
+	n := len(b.syms)
+	s := &Symbolizer{addrs: make([]uint64, n), names: make([]string, n), mods: make([]uint16, n), modNames: b.modNames, text: make([]bool, n)}
 	for i, sy := range b.syms {
-		s.addrs[i], s.names[i], s.mods[i] = sy.addr, sy.name, sy.mod
+		s.addrs[i], s.names[i], s.mods[i], s.text[i] = sy.addr, sy.name, sy.mod, sy.text
 	}
 	return s
 }
@@ -113,11 +118,14 @@ func (s *Symbolizer) Symbolize(addr uint64) (string, uint64, bool) {
 	return s.names[i], addr - s.addrs[i], true
 }
 
-// SymbolizeModule is Symbolize, with the module of the symbol: "" for
-// vmlinux, "bpf" for BPF programs and trampolines.
-func (s *Symbolizer) SymbolizeModule(addr uint64) (name string, off uint64, module string, ok bool) {
+// SymbolizeCode symbolises a code address, as a stack frame's: the text
+// symbol holding it, the offset into it and its module ("" for vmlinux,
+// "bpf" for BPF programs and trampolines). An address whose nearest
+// symbol is data is in no code kallsyms listed when it was read: a BPF
+// program or trampoline loaded since, or a module's: ok is false.
+func (s *Symbolizer) SymbolizeCode(addr uint64) (name string, off uint64, module string, ok bool) {
 	i, ok := s.find(addr)
-	if !ok {
+	if !ok || !s.text[i] {
 		return "", 0, "", false
 	}
 	return s.names[i], addr - s.addrs[i], s.modNames[s.mods[i]], true

@@ -42,11 +42,12 @@ ffffffffc0000000 t ext4_fill_super	[ext4]
 	}
 }
 
-func TestSymbolizeModule(t *testing.T) {
+func TestSymbolizeCode(t *testing.T) {
 	s, err := NewSymbolizer(strings.NewReader(`ffffffff81000110 T tcp_sendmsg
 ffffffffa0000000 t bpf_prog_6deef7357e7b4530_fentry_capture	[bpf]
 ffffffffc0000000 t ext4_fill_super	[ext4]
 ffffffffc0001000 t ext4_iget	[ext4]
+ffffffffc0002000 r orc_header	[9p]
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -56,10 +57,15 @@ ffffffffc0001000 t ext4_iget	[ext4]
 		0xffffffffa0000004: {"bpf_prog_6deef7357e7b4530_fentry_capture", "0x4", "bpf"},
 		0xffffffffc0001008: {"ext4_iget", "0x8", "ext4"},
 	} {
-		name, off, mod, ok := s.SymbolizeModule(addr)
+		name, off, mod, ok := s.SymbolizeCode(addr)
 		if !ok || name != want[0] || fmt.Sprintf("%#x", off) != want[1] || mod != want[2] {
-			t.Errorf("SymbolizeModule(%#x) = %q, %#x, %q, %v; want %v", addr, name, off, mod, ok, want)
+			t.Errorf("SymbolizeCode(%#x) = %q, %#x, %q, %v; want %v", addr, name, off, mod, ok, want)
 		}
+	}
+	// Past a module's last symbol, data: code loaded after kallsyms was
+	// read (a BPF program), which no symbol listed holds.
+	if name, off, mod, ok := s.SymbolizeCode(0xffffffffc0042113); ok {
+		t.Errorf("SymbolizeCode of an address after a data symbol = %q, %#x, %q; want none", name, off, mod)
 	}
 }
 
