@@ -54,9 +54,9 @@ func appendEscaped(b []byte, s string) []byte {
 	return b
 }
 
-// escaped returns s escaped as appendEscaped does: s itself when nothing
-// needs escaping.
-func escaped(s string) string {
+// Escape returns s escaped as the text output escapes what comes from the
+// traced system (see appendEscaped): s itself when nothing needs escaping.
+func Escape(s string) string {
 	if plain(s) {
 		return s
 	}

@@ -48,7 +48,7 @@ func TestEscaped(t *testing.T) {
 		"journeys":      func(w *bytes.Buffer) Renderer { return NewJourneys(w, Options{}, false) },
 		"journeys tree": func(w *bytes.Buffer) Renderer { return NewJourneys(w, Options{}, true) },
 		"stats": func(w *bytes.Buffer) Renderer {
-			s, err := NewStats(w, StatsOptions{Histogram: "m" + escaped(hostile) + ":f" + escaped(hostile)})
+			s, err := NewStats(w, StatsOptions{Histogram: "m" + Escape(hostile) + ":f" + Escape(hostile)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,8 +111,8 @@ func TestAppendEscaped(t *testing.T) {
 		if got := string(appendEscaped(nil, in)); got != want {
 			t.Errorf("appendEscaped(%q) = %s, want %s", in, got, want)
 		}
-		if got := escaped(in); got != want {
-			t.Errorf("escaped(%q) = %s, want %s", in, got, want)
+		if got := Escape(in); got != want {
+			t.Errorf("Escape(%q) = %s, want %s", in, got, want)
 		}
 	}
 }

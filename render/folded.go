@@ -100,7 +100,7 @@ func frameName(name, mod string) string {
 	if mod != "" {
 		name = mod + ":" + name
 	}
-	return escaped(name)
+	return Escape(name)
 }
 
 // foldedEscaper escapes the separators of the folded format.

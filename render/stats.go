@@ -70,9 +70,9 @@ func (s *Stats) load() {
 	}
 	clear(s.funcs)
 	for _, f := range fs {
-		name := escaped(f.Func)
+		name := Escape(f.Func)
 		if f.Module != "" {
-			name = escaped(f.Module) + ":" + name
+			name = Escape(f.Module) + ":" + name
 		}
 		s.funcs[name] = &funcStats{name: name, calls: f.Calls, errors: f.Errors, total: f.Total, hist: f.Latency}
 	}
@@ -174,9 +174,9 @@ type funcTable map[string]*funcStats
 // add adds c to its function's figures. Calls without a duration (their
 // entry or exit not seen) count no latency.
 func (t funcTable) add(c *call.Call) {
-	name := escaped(c.Func)
+	name := Escape(c.Func)
 	if c.Module != "" {
-		name = escaped(c.Module) + ":" + name
+		name = Escape(c.Module) + ":" + name
 	}
 	f := t[name]
 	if f == nil {

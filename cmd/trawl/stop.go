@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/render"
 )
 
 // interrupts is what main's signal handler shares with a run: the first
@@ -361,7 +362,8 @@ func summary(w io.Writer, st trawl.Stats, all bool) {
 		fmt.Fprintf(w, "trawl: recursion misses: %s\n", strings.Join(progs, ", "))
 	}
 	for _, line := range st.Skipped.Summary(3) {
-		fmt.Fprintln(w, "trawl: skipped", line)
+		// Function names come from the kernel's lists.
+		fmt.Fprintln(w, "trawl: skipped", render.Escape(line))
 	}
 }
 

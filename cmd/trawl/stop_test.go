@@ -50,6 +50,11 @@ func TestSummary(t *testing.T) {
 			}
 		})
 	}
+	var esc bytes.Buffer
+	summary(&esc, trawl.Stats{Calls: 1, Received: 1, Attached: 1, Skipped: trawl.Skips{"busy": {"f\x1b]0;x\a"}}}, false)
+	if got := esc.String(); strings.ContainsAny(got, "\x1b\a") || !strings.Contains(got, `trawl: skipped 1 busy (e.g. f\x1b]0;x\x07)`) {
+		t.Errorf("a skipped function's name not escaped:\n%q", got)
+	}
 	var b bytes.Buffer
 	summary(&b, trawl.Stats{Calls: 10, Counted: 10, Attached: 2}, false)
 	if got := b.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "10 counted in the kernel") {
