@@ -39,10 +39,14 @@ type Function struct {
 	Note string
 	// Slots is the number of 8-byte slots the arguments take.
 	Slots int
-	// Args are the arguments, Ret the return type ("" without a
-	// prototype).
-	Args []Arg
-	Ret  string
+	// Args are the arguments, Ret the return type ("" for void).
+	// Without a prototype, Args is empty (the argument registers are
+	// read raw) and Ret is the return type a compiler clone keeps of the
+	// function it was made from, or, with RetGuessed, "long": the return
+	// register read whole, a guess.
+	Args       []Arg
+	Ret        string
+	RetGuessed bool
 	// Excluded says why a matched function is left out, "" for a
 	// selected one.
 	Excluded string
@@ -140,9 +144,10 @@ func newFunction(fn *kernel.Function, planner *plan.Planner) Function {
 		return f
 	}
 	f.Slots = p.NumSlots
-	if proto != nil {
+	if p.Ret.Class != plan.Void {
 		f.Ret = kernel.TypeString(p.Ret.Type)
 	}
+	f.RetGuessed = p.Ret.Guessed
 	for _, a := range p.Args {
 		f.Args = append(f.Args, Arg{Name: a.Name, Type: kernel.TypeString(a.Type), Class: a.Class.String(), Size: a.Size, Budget: a.Budget})
 	}

@@ -104,7 +104,7 @@ func checkDir(dir string) error {
 
 func writeText(w io.Writer, sel *trawl.Selection, verbose bool) error {
 	for _, fn := range sel.Selected {
-		if _, err := fmt.Fprintln(w, describe(fn)); err != nil {
+		if _, err := fmt.Fprintln(w, describe(fn, verbose)); err != nil {
 			return err
 		}
 	}
@@ -120,12 +120,23 @@ func writeText(w io.Writer, sel *trawl.Selection, verbose bool) error {
 }
 
 // describe writes a function as one line: its C prototype, or its name and
-// why there is no prototype; module functions end with [module].
-func describe(fn trawl.Function) string {
-	if fn.Prototype == "" {
-		return fmt.Sprintf("%s(?)%s  (no BTF prototype: %s)", fn.Name, moduleTag(fn), fn.Note)
+// why there is no prototype, and with verbose how it is read then; module
+// functions end with [module].
+func describe(fn trawl.Function, verbose bool) string {
+	if fn.Prototype != "" {
+		return fn.Prototype + moduleTag(fn)
 	}
-	return fn.Prototype + moduleTag(fn)
+	line := fmt.Sprintf("%s(?)%s  (no BTF prototype: %s", fn.Name, moduleTag(fn), fn.Note)
+	if !verbose {
+		return line + ")"
+	}
+	switch {
+	case fn.RetGuessed:
+		return line + "; read: arguments as raw registers, the return value guessed as " + fn.Ret + ", an errno from -4095 to -1)"
+	case fn.Ret == "":
+		return line + "; read: arguments as raw registers, no return value)"
+	}
+	return line + "; read: arguments as raw registers, the return value as " + fn.Ret + ")"
 }
 
 func moduleTag(fn trawl.Function) string {
@@ -150,6 +161,7 @@ type jsonFunc struct {
 	Slots     int       `json:"slots"`
 	Args      []jsonArg `json:"args,omitempty"`
 	Ret       string    `json:"ret,omitempty"`
+	RetGuess  bool      `json:"ret_guessed,omitempty"`
 	Excluded  string    `json:"excluded,omitempty"`
 }
 
@@ -187,7 +199,7 @@ func toJSON(fn trawl.Function) (jsonFunc, error) {
 	if fn.Err != nil {
 		return jsonFunc{}, fmt.Errorf("plan %s: %w", fn.Name, fn.Err)
 	}
-	jf := jsonFunc{Name: fn.Name, Module: fn.Module, BTFID: fn.BTFID, Note: fn.Note, Slots: fn.Slots, Prototype: fn.Prototype, Ret: fn.Ret}
+	jf := jsonFunc{Name: fn.Name, Module: fn.Module, BTFID: fn.BTFID, Note: fn.Note, Slots: fn.Slots, Prototype: fn.Prototype, Ret: fn.Ret, RetGuess: fn.RetGuessed}
 	for _, a := range fn.Addrs {
 		jf.Addrs = append(jf.Addrs, fmt.Sprintf("0x%x", a))
 	}

@@ -134,3 +134,18 @@ func TestRoomForHeap(t *testing.T) {
 		}
 	}
 }
+
+// TestListVerboseRaw shows how functions without a prototype are read: a
+// compiler clone's return type from the function it was made from, or
+// else a guess.
+func TestListVerboseRaw(t *testing.T) {
+	out, stderr, err := runTrawl("list", "-v", "--root", root, "NF_HOOK*", "HUF_decompress4X1_usingDTable_internal_fast.*")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	want := "HUF_decompress4X1_usingDTable_internal_fast.constprop.0(?)  (no BTF prototype: compiler clone of HUF_decompress4X1_usingDTable_internal_fast (.constprop.0): its arguments differ from the BTF prototype; it returns what HUF_decompress4X1_usingDTable_internal_fast returns; read: arguments as raw registers, the return value as size_t)\n" +
+		"NF_HOOK.constprop.0(?)  (no BTF prototype: compiler clone of NF_HOOK (.constprop.0): its arguments differ from the BTF prototype; read: arguments as raw registers, the return value guessed as long, an errno from -4095 to -1)\n"
+	if out != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+}

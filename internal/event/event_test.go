@@ -409,3 +409,46 @@ func TestDecoderPacket(t *testing.T) {
 		t.Errorf("skb view %+v, want src=10.0.0.1:443 dst=10.0.0.2:8080 proto=TCP, then len=60", f)
 	}
 }
+
+// TestDecoderRawReturn decodes calls of a function without a prototype:
+// its raw argument registers, and its return register as a signed long,
+// named as an errno from -4095 to -1.
+func TestDecoderRawReturn(t *testing.T) {
+	p, err := plan.New(&kernel.Function{Name: "do_sys_openat2", Traceable: true, Copies: 1}, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDecoder([]*plan.Plan{p}, decode.Options{}, nil)
+	l := loadRecordLayout(t)
+	for _, tc := range []struct {
+		ret  int64
+		want string
+	}{
+		{-2, "ENOENT"},
+		{-20, "ENOTDIR"},
+		{3, ""},
+		{-4096, ""},
+	} {
+		raw := make([]byte, headerSize)
+		l.put(t, raw, "flags", 0, 3 /* REC_ENTRY | REC_EXIT */)
+		l.put(t, raw, "ret", 0, uint64(tc.ret))
+		l.put(t, raw, "slots", 0, 0xffffff9c)
+		r, err := Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c call.Call
+		if err := d.Call(&r, &c); err != nil {
+			t.Fatal(err)
+		}
+		if tc.want != "" && (c.Ret.Kind != call.KindErrno || c.Ret.Str != tc.want) {
+			t.Errorf("returned %d: %+v, want %s", tc.ret, c.Ret, tc.want)
+		}
+		if tc.want == "" && (c.Ret.Kind == call.KindErrno || c.Ret.Int() != tc.ret) {
+			t.Errorf("returned %d: %+v, want the number", tc.ret, c.Ret)
+		}
+		if len(c.Args) == 0 || c.Args[0].Name != "arg0" || c.Args[0].Bits != 0xffffff9c {
+			t.Errorf("raw arguments %+v, want arg0=0xffffff9c first", c.Args)
+		}
+	}
+}

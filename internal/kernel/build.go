@@ -98,6 +98,23 @@ func (b *builder) resolve(module, name string) (fn btfFunc, note string, ok bool
 	return fn, note, ok
 }
 
+// cloneReturn finds the prototype whose return type a compiler clone
+// without a prototype keeps: that of the function it was made from, which
+// must be the only BTF function of its name. It returns noBTF when there
+// is none.
+func (b *builder) cloneReturn(module, name string) (string, btfFunc) {
+	base, suffix := splitSuffix(name)
+	obj, hasBTF := b.objects[module]
+	if !hasBTF || !suffixKeepsReturn(suffix) {
+		return base, noBTF
+	}
+	i, found := obj.funcs.index[base]
+	if !found || len(obj.funcs.ids[i]) != 1 {
+		return base, noBTF
+	}
+	return base, btfFunc{obj.funcs.ids[i][0], obj.spec, i}
+}
+
 // btfFunc is a BTF function: the type ID of its prototype, the BTF object
 // of that ID, and its index in the object's btfFuncs. A name BTF has but
 // whose prototype cannot be trusted has only the index.
@@ -193,6 +210,9 @@ func (b *builder) build(traced []Symbol, source Source) []Function {
 		f.ProtoNote = note
 		if ok {
 			f.BTFID, f.spec = fn.id, fn.spec
+		} else if base, ret := b.cloneReturn(k.module, k.name); ret.id != 0 {
+			f.RetID, f.spec = ret.id, ret.spec
+			f.ProtoNote += "; it returns what " + base + " returns"
 		}
 		if fn.index >= 0 {
 			// Not listed again as untraceable, also when its prototypes

@@ -90,13 +90,17 @@ type Function struct {
 	Traceable bool
 	// Reason says why the function is not traceable.
 	Reason string
+	// RetID is, for a compiler clone without a prototype of its own, the
+	// type ID of the prototype of the function it was made from, whose
+	// return type it keeps (see Return); 0 for others.
+	RetID btf.TypeID
 	// ProtoNote says why Proto is nil, or how a suffixed symbol was
 	// matched to its prototype.
 	ProtoNote string
 	// AddrNote says why Addrs is nil for a traceable function.
 	AddrNote string
 
-	spec  *btf.Spec // the BTF object BTFID belongs to
+	spec  *btf.Spec // the BTF object BTFID or RetID belongs to
 	proto *btf.Func // the prototype of a function made by FunctionOf
 }
 
@@ -111,10 +115,33 @@ func FunctionOf(proto *btf.Func) *Function {
 // read from BTF on first use: a trace needs only those of the functions
 // it selects.
 func (f *Function) Proto() *btf.Func {
-	if f.spec == nil {
+	if f.spec == nil || f.BTFID == 0 {
 		return f.proto
 	}
-	typ, err := f.spec.TypeByID(f.BTFID)
+	return f.funcByID(f.BTFID)
+}
+
+// Return returns the return type of a function without a prototype
+// that is known all the same: a compiler clone's that keeps the return
+// type of the function it was made from (RetID). ok is false when
+// it is not known.
+func (f *Function) Return() (t btf.Type, ok bool) {
+	if f.spec == nil || f.RetID == 0 {
+		return nil, false
+	}
+	base := f.funcByID(f.RetID)
+	if base == nil {
+		return nil, false
+	}
+	proto, ok := base.Type.(*btf.FuncProto)
+	if !ok {
+		return nil, false
+	}
+	return proto.Return, true
+}
+
+func (f *Function) funcByID(id btf.TypeID) *btf.Func {
+	typ, err := f.spec.TypeByID(id)
 	if err != nil {
 		slog.Warn("reading a BTF prototype", "function", f.Name, "module", f.Module, "err", err)
 		return nil

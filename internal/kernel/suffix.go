@@ -30,12 +30,36 @@ func suffixKeepsABI(suffix string) bool {
 	return strings.HasPrefix(suffix, ".llvm.") && !strings.Contains(suffix[len(".llvm."):], ".")
 }
 
+// suffixKeepsReturn reports whether a symbol with this compiler suffix
+// returns what its base function returns, though its arguments may
+// differ. GCC's .constprop and .part clones change the arguments only
+// (a .part clone returns to the base function's callers what the base
+// function would), and a .cold block ends in the base function's return;
+// .llvm.<hash> renames nothing else. An .isra clone may have its return
+// value removed, when no caller uses it, so any .isra part rules it out,
+// as does a suffix this does not know.
+func suffixKeepsReturn(suffix string) bool {
+	clone := false
+	for part := range strings.SplitSeq(strings.TrimPrefix(suffix, "."), ".") {
+		switch {
+		case part == "part", part == "constprop", part == "cold":
+			clone = true
+		case part == "llvm", part != "" && strings.Trim(part, "0123456789") == "":
+		default:
+			return false
+		}
+	}
+	return clone
+}
+
 // suffixNote explains why a compiler clone has no prototype.
 func suffixNote(base, suffix string) string {
 	switch {
 	case strings.Contains(suffix, ".cold"):
 		return "cold part of " + base + " split off by the compiler, not an entry point"
-	case strings.Contains(suffix, ".isra"), strings.Contains(suffix, ".constprop"), strings.Contains(suffix, ".part"):
+	case strings.Contains(suffix, ".isra"):
+		return "compiler clone of " + base + " (" + suffix + "): its arguments differ from the BTF prototype, and its return value may have been removed"
+	case strings.Contains(suffix, ".constprop"), strings.Contains(suffix, ".part"):
 		return "compiler clone of " + base + " (" + suffix + "): its arguments differ from the BTF prototype"
 	default:
 		return "compiler-renamed copy of " + base + " (" + suffix + "): BTF prototype not known to apply"

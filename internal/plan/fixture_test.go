@@ -4,6 +4,7 @@ package plan
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -77,5 +78,64 @@ func TestCachedKernels(t *testing.T) {
 				t.Errorf("only %d functions", n)
 			}
 		})
+	}
+}
+
+// TestClonePlans plans made-up compiler clones of functions of the amd64
+// fixture's BTF (tcp_sendmsg returns int, vfs_read ssize_t): raw argument
+// registers, and the base function's return type where the clone keeps it.
+func TestClonePlans(t *testing.T) {
+	clones := map[string]string{
+		"tcp_sendmsg.part.0.constprop.0": "ffffffff83000000",
+		"tcp_sendmsg.isra.0":             "ffffffff83000100",
+		"vfs_read.cold":                  "ffffffff83000200",
+	}
+	fsys := fstest.MapFS{}
+	root := "../kernel/testdata/amd64"
+	for _, file := range []string{"sys/kernel/btf/vmlinux", "proc/kallsyms", "sys/kernel/tracing/available_filter_functions_addrs"} {
+		data, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, addr := range clones {
+			switch filepath.Base(file) {
+			case "kallsyms":
+				data = fmt.Appendf(data, "%s t %s\n", addr, name)
+			case "available_filter_functions_addrs":
+				data = fmt.Appendf(data, "%s %s\n", addr, name)
+			}
+		}
+		fsys[file] = &fstest.MapFile{Data: data}
+	}
+	c, err := kernel.Load(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, ret string
+		size      int
+		guessed   bool
+	}{
+		{"tcp_sendmsg.part.0.constprop.0", "int", 4, false},
+		{"vfs_read.cold", "ssize_t", 8, false},
+		{"tcp_sendmsg.isra.0", "long", 8, true},
+	} {
+		fns := c.Lookup(tc.name)
+		if len(fns) != 1 {
+			t.Fatalf("%s: %d entries", tc.name, len(fns))
+		}
+		p := mustPlan(t, fns[0])
+		if p.Proto != nil || p.Args != nil {
+			t.Errorf("%s: prototype %v, args %v; want raw registers", tc.name, p.Proto, p.Args)
+		}
+		if got := kernel.TypeString(p.Ret.Type); got != tc.ret || p.Ret.Class != Signed || p.Ret.Size != tc.size || p.Ret.Guessed != tc.guessed {
+			t.Errorf("%s: returns %s %+v, want %s of %d bytes, guessed %v", tc.name, got, p.Ret, tc.ret, tc.size, tc.guessed)
+		}
+		if err := p.Attachable(Trampoline, AMD64, KernelVersion{6, 12}); !errors.Is(err, ErrNoPrototype) {
+			t.Errorf("%s on a trampoline: %v, want ErrNoPrototype", tc.name, err)
+		}
+		if err := p.Attachable(Kprobe, AMD64, KernelVersion{6, 12}); err != nil {
+			t.Errorf("%s on a kprobe: %v", tc.name, err)
+		}
 	}
 }

@@ -53,7 +53,8 @@ type Options struct {
 type Plan struct {
 	// Func identifies the function: name, module, addresses, BTF
 	// prototype and ID. Without a prototype, Args is empty and only raw
-	// argument registers can be read.
+	// argument registers can be read, and Ret is the return type the
+	// catalogue knows of a compiler clone, or a guess.
 	Func *kernel.Function
 	// Proto is Func's BTF prototype, nil without one: read once here, as
 	// Func.Proto decodes it from the kernel's BTF at each call.
@@ -135,10 +136,20 @@ type Ret struct {
 	Type  btf.Type // nil for void
 	Class Class
 	Size  int
+	// Guessed is set for a function whose return type nothing tells (no
+	// prototype, and not a clone that keeps its base function's): Type is
+	// then a signed long, the return register as a whole.
+	Guessed bool
 }
 
+// guessedReturn is the return type of a function nothing tells the
+// return type of: the whole return register, signed, in which a function
+// returning an int or a pointer tells an error from -4095 to -1.
+var guessedReturn = &btf.Int{Name: "long", Size: 8, Encoding: btf.Signed}
+
 // New makes the plan of fn. Functions without a prototype get a raw plan
-// (no Args). It fails only on a prototype it cannot make sense of.
+// (no Args, and the return type of rawPlan). It fails only on a prototype
+// it cannot make sense of.
 func New(fn *kernel.Function, opts Options) (*Plan, error) {
 	return NewPlanner(opts).Plan(fn)
 }
@@ -182,7 +193,7 @@ func NewPlanner(opts Options) *Planner {
 func (pl *Planner) Plan(fn *kernel.Function) (*Plan, error) {
 	fnProto := fn.Proto()
 	if fnProto == nil {
-		return &Plan{Func: fn}, nil
+		return rawPlan(fn)
 	}
 	proto, ok := fnProto.Type.(*btf.FuncProto)
 	if !ok {
@@ -201,6 +212,21 @@ func (pl *Planner) Plan(fn *kernel.Function) (*Plan, error) {
 	p := *pp.p
 	p.Func, p.Proto = fn, fnProto
 	return &p, nil
+}
+
+// rawPlan plans a function without a prototype: no Args, and the return
+// type the catalogue knows of a compiler clone, or else guessedReturn.
+func rawPlan(fn *kernel.Function) (*Plan, error) {
+	t, known := fn.Return()
+	if !known {
+		t = guessedReturn
+	}
+	ret, err := newRet(t)
+	if err != nil {
+		return nil, fmt.Errorf("%s: return value: %w", fn.Name, err)
+	}
+	ret.Guessed = !known
+	return &Plan{Func: fn, Ret: ret}, nil
 }
 
 // planProto plans fn's prototype proto. Its errors do not name fn.

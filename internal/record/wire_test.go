@@ -77,3 +77,20 @@ func TestWireDeep(t *testing.T) {
 		}
 	}
 }
+
+// TestWireRaw wires a function without a prototype: the argument
+// registers raw, and the return register a signed long that --errors
+// takes for an errno from -4095 to -1.
+func TestWireRaw(t *testing.T) {
+	p, err := plan.New(&kernel.Function{Name: "do_sys_openat2", Traceable: true, Copies: 1}, plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Wire(p, plan.ARM64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.NrSlots != 8 || w.ErrKind != errNeg || w.RetSize != 8 || !CanFail(p) {
+		t.Errorf("raw plan wired with %d slots, error kind %d, return size %d; want 8, %d, 8", w.NrSlots, w.ErrKind, w.RetSize, errNeg)
+	}
+}
