@@ -67,7 +67,7 @@ func ChooseBackend(cfg Config) (b Backend, why string, err error) {
 	if err != nil {
 		return "", "", publicError(err)
 	}
-	chosen, why, err := backend.Choose(backend.Name(cfg.Backend), len(sel.Selected), len(cfg.Entries) > 0, backend.LiveProbe)
+	chosen, why, err := backend.Choose(backend.Name(cfg.Backend), len(sel.Selected), withoutProto(sel.Selected), len(cfg.Entries) > 0, backend.LiveProbe)
 	if err != nil {
 		return "", "", publicError(err)
 	}
@@ -87,7 +87,7 @@ type Features struct {
 func ProbeFeatures() Features {
 	f := Features{report: features.Probe(), auto: backend.AutoChoices(backend.LiveProbe)}
 	if len(f.auto) == 0 {
-		_, _, err := backend.Choose(backend.Auto, 1, false, backend.LiveProbe)
+		_, _, err := backend.Choose(backend.Auto, 1, 0, false, backend.LiveProbe)
 		f.err = publicError(err)
 	}
 	return f
@@ -125,3 +125,15 @@ func (f Features) Markdown(kernel string) string { return f.report.Markdown(kern
 // FeaturesMarkdownHeader returns the header of the Markdown table whose
 // rows Features.Markdown returns.
 func FeaturesMarkdownHeader() string { return features.MarkdownHeader() }
+
+// withoutProto counts the functions without a BTF prototype, which
+// trampolines cannot attach.
+func withoutProto(fns []*kernel.Function) int {
+	n := 0
+	for _, fn := range fns {
+		if !fn.HasProto() {
+			n++
+		}
+	}
+	return n
+}

@@ -128,12 +128,7 @@ func (s *Session) planAndLoad(cat *kernel.Catalogue, cfg Config) error {
 func (s *Session) mostTargets() int {
 	n := len(s.sel.Selected)
 	if s.backend.Family == plan.Trampoline {
-		n = 0
-		for _, fn := range s.sel.Selected {
-			if fn.HasProto() {
-				n++
-			}
-		}
+		n -= withoutProto(s.sel.Selected)
 	}
 	return max(n, 1)
 }
@@ -165,7 +160,7 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe backend.Probe)
 		}
 		s.track.addLifeFuncs(cat, s.sel)
 	}
-	if s.backend, _, err = backend.Choose(backend.Name(cfg.Backend), len(s.sel.Selected), len(cfg.Entries) > 0, probe); err != nil {
+	if s.backend, _, err = backend.Choose(backend.Name(cfg.Backend), len(s.sel.Selected), withoutProto(s.sel.Selected), len(cfg.Entries) > 0, probe); err != nil {
 		return err
 	}
 	if s.track != nil && s.backend == backend.Fentry {

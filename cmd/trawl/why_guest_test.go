@@ -291,3 +291,78 @@ func skipWithoutPrototype(t *testing.T, fn string) {
 		t.Skipf("kernel %s has no BTF prototype of %s (%s)", guest.Kernel(), fn, fns[0].ProtoNote)
 	}
 }
+
+// TestWhyFailedInClone traces an open under a regular file with --entry
+// --errors and the path walk's functions, link_path_walk's compiler clones
+// among them: on kernels that have link_path_walk only as a clone
+// (amd64-6.12: link_path_walk.part.0.constprop.0, whose return type is
+// link_path_walk's int where BTF has it, else guessed), the ENOTDIR comes
+// from the clone, which is the chain's origin.
+func TestWhyFailedInClone(t *testing.T) {
+	guest.Require(t)
+	skipWithoutPrototype(t, openEntry)
+	clone := traceableClone(t, "link_path_walk")
+	exe := os.Args[0]
+	notDir := filepath.Join(exe, "x")
+	cmd := trawlCmd("-q", "--json", "--entry", openEntry, "--errors", "do_f*_open", "path_openat", "link_path_walk*",
+		"--", exe, opensArg, notDir)
+	out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
+	if status != 0 {
+		t.Fatalf("status %d\n%s", status, stderr)
+	}
+	var origin *jsonCall
+	calls := parseCalls(t, out)
+	for i, c := range calls {
+		if c.Origin {
+			origin = &calls[i]
+		}
+	}
+	if origin == nil || origin.Func != clone || origin.Errno != "ENOTDIR" {
+		t.Errorf("want the origin in %s failing with ENOTDIR, got %+v:\n%s\n%s", clone, origin, out, stderr)
+	}
+}
+
+// traceableClone returns a traceable compiler clone of fn, skipping the
+// test where there is none.
+func traceableClone(t *testing.T, fn string) string {
+	t.Helper()
+	cat, release, err := kernel.Hold()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	for _, f := range cat.Functions() {
+		if f.Traceable && strings.HasPrefix(f.Name, fn+".") {
+			return f.Name
+		}
+	}
+	t.Skipf("kernel %s has no traceable compiler clone of %s", guest.Kernel(), fn)
+	return ""
+}
+
+// TestFailedWithoutPrototype opens a missing file with do_sys_openat2
+// traced where BTF has no prototype of it (arm64-5.10): its return
+// register, read as a signed long, shows -ENOENT, and --errors keeps it.
+func TestFailedWithoutPrototype(t *testing.T) {
+	guest.Require(t)
+	cat, release, err := kernel.Hold()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fns := cat.Lookup(openEntry)
+	release()
+	if len(fns) == 0 || fns[0].HasProto() {
+		t.Skipf("kernel %s has a BTF prototype of %s, or no such function", guest.Kernel(), openEntry)
+	}
+	exe := os.Args[0]
+	missing := "/trawl-missing-file"
+	cmd := trawlCmd("-q", "--json", "--errors", openEntry, "--", exe, opensArg, missing)
+	out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
+	if status != 0 {
+		t.Fatalf("status %d\n%s", status, stderr)
+	}
+	calls := parseCalls(t, out)
+	if !slices.ContainsFunc(calls, func(c jsonCall) bool { return c.Func == openEntry && c.Errno == "ENOENT" }) {
+		t.Errorf("no call of %s failing with ENOENT:\n%s\n%s", openEntry, out, stderr)
+	}
+}

@@ -109,7 +109,7 @@ type Probe func(*Backend) error
 func LiveProbe(b *Backend) error { return b.Needs() }
 
 // Choose returns the backend named name for a selection of n functions,
-// checked with probe, and why. For Auto it weighs attach cost, which grows with the
+// raw of them without a BTF prototype, checked with probe, and why. For Auto it weighs attach cost, which grows with the
 // number of functions N, against per-call cost (measured numbers in the
 // README, "Choosing a backend"), by autoRules:
 //
@@ -129,6 +129,10 @@ func LiveProbe(b *Backend) error { return b.Needs() }
 //     trampolines' argument helpers, arm64 before 6.0) a classic kprobe
 //     and kretprobe per function, for as many functions as half the
 //     available memory holds (ErrNotEnoughMemory).
+//   - With functions without a BTF prototype (raw), which trampolines
+//     cannot attach, a kprobe link for all when the kernel has one
+//     (kprobe.session, else kprobe.multi), at any N: trawl would
+//     otherwise leave out functions it was asked for.
 //   - With --entry (gated), fentry instead of fsession, which then
 //     attaches fentry's programs: an fsession exit runs for every call,
 //     fentry's returns at once for a call outside every entry call.
@@ -137,9 +141,9 @@ func LiveProbe(b *Backend) error { return b.Needs() }
 // (fsession) gives that other one, so that the backend returned always
 // names the programs that run. When the backend named cannot attach, or
 // for Auto none can, the error is an *Unavailable.
-func Choose(name Name, n int, gated bool, probe Probe) (*Backend, string, error) {
+func Choose(name Name, n, raw int, gated bool, probe Probe) (*Backend, string, error) {
 	if name == Auto || name == "" {
-		b, why := auto(n, gated, probe)
+		b, why := auto(n, raw, gated, probe)
 		if b == nil {
 			return nil, "", noBackend(probe)
 		}
@@ -167,7 +171,16 @@ func Choose(name Name, n int, gated bool, probe Probe) (*Backend, string, error)
 
 // auto returns the backend of the first of autoRules that holds for n
 // functions and whose backend probe finds, and why; nil if none does.
-func auto(n int, gated bool, probe Probe) (*Backend, string) {
+// With raw functions (no BTF prototype) among them, a kprobe link comes
+// first.
+func auto(n, raw int, gated bool, probe Probe) (*Backend, string) {
+	if raw > 0 {
+		for _, b := range []*Backend{KprobeSession, KprobeMulti} {
+			if probe(b) == nil {
+				return b, fmt.Sprintf("%d functions, %d without a BTF prototype, which trampolines cannot attach: one %s link for all", n, raw, b.Name)
+			}
+		}
+	}
 	for _, r := range autoRules {
 		if r.holds(n, gated) && probe(r.backend) == nil {
 			return r.backend, fmt.Sprintf(r.why, n, autoSessionMax, autoTrampolineMax, autoMultiMax)
@@ -260,7 +273,7 @@ func AutoChoices(probe Probe) []AutoChoice {
 	var choices []AutoChoice
 	lo := 1
 	for _, hi := range bounds {
-		b, _ := auto(lo, false, probe)
+		b, _ := auto(lo, 0, false, probe)
 		if b == nil {
 			return nil
 		}

@@ -61,7 +61,7 @@ func TestChooseAuto(t *testing.T) {
 		{"7.0, more than 20, --entry", all[:4], 21, true, NameKprobeSession, "21 functions (more than 20): one kprobe.session program and link for all"},
 		{"no kprobe.multi, fsession, --entry", []Name{NameFentry, NameFsession}, 100, true, NameFentry, "100 functions: no kprobe.multi on this kernel, so one fentry and one fexit program each"},
 	} {
-		b, why, err := Choose(Auto, c.n, c.gated, kernelWith(c.kernel...))
+		b, why, err := Choose(Auto, c.n, 0, c.gated, kernelWith(c.kernel...))
 		if err != nil || b.Name != c.want || why != c.why {
 			t.Errorf("%s: %v (%q), %v; want %s (%q)", c.name, b, why, err, c.want, c.why)
 			continue
@@ -81,23 +81,23 @@ func TestChooseAuto(t *testing.T) {
 }
 
 func TestChooseByName(t *testing.T) {
-	if b, _, err := Choose(NameKprobeMulti, 1, false, kernelWith(NameKprobeMulti)); err != nil || b != KprobeMulti {
+	if b, _, err := Choose(NameKprobeMulti, 1, 0, false, kernelWith(NameKprobeMulti)); err != nil || b != KprobeMulti {
 		t.Errorf("kprobe-multi on a kernel with it: %v, %v", b, err)
 	}
-	_, _, err := Choose(NameFsession, 1, false, kernelWith(NameFentry))
+	_, _, err := Choose(NameFsession, 1, 0, false, kernelWith(NameFentry))
 	if u := (*Unavailable)(nil); !errors.As(err, &u) || !u.Named || len(u.Refusals) != 1 || u.Refusals[0].Backend != NameFsession ||
 		err.Error() != "fsession backend: not on this kernel" {
 		t.Errorf("fsession on a kernel without it: %v, want an *Unavailable naming it", err)
 	}
 	// fsession with --entry attaches fentry's programs, and says so.
-	b, why, err := Choose(NameFsession, 5, true, kernelWith(NameFentry, NameFsession))
+	b, why, err := Choose(NameFsession, 5, 0, true, kernelWith(NameFentry, NameFsession))
 	if err != nil || b != Fentry || why != "chosen by the caller: fsession with --entry runs fentry's programs, whose exit returns at once for a call outside every entry call" {
 		t.Errorf("fsession with --entry: %v (%q), %v; want fentry, and why", b, why, err)
 	}
-	if b, _, err := Choose(NameFsession, 5, false, kernelWith(NameFentry, NameFsession)); err != nil || b != Fsession {
+	if b, _, err := Choose(NameFsession, 5, 0, false, kernelWith(NameFentry, NameFsession)); err != nil || b != Fsession {
 		t.Errorf("fsession without --entry: %v, %v", b, err)
 	}
-	if _, _, err := Choose(Auto, 1, false, kernelWith()); err == nil || !strings.Contains(err.Error(), "kprobe: not on this kernel") {
+	if _, _, err := Choose(Auto, 1, 0, false, kernelWith()); err == nil || !strings.Contains(err.Error(), "kprobe: not on this kernel") {
 		t.Errorf("auto on a kernel without any backend: %v, want what each lacks", err)
 	}
 	// arm64-5.10 at Debian's perf_event_paranoid 3: what the user can
@@ -108,11 +108,33 @@ func TestChooseByName(t *testing.T) {
 		}
 		return fmt.Errorf("%s: %w", b.Name, ebpf.ErrNotSupported)
 	}
-	if _, _, err := Choose(Auto, 1, false, paranoid); err == nil || !strings.HasPrefix(err.Error(), "no backend can attach on this kernel: kprobe: perf events need CAP_SYS_ADMIN") {
+	if _, _, err := Choose(Auto, 1, 0, false, paranoid); err == nil || !strings.HasPrefix(err.Error(), "no backend can attach on this kernel: kprobe: perf events need CAP_SYS_ADMIN") {
 		t.Errorf("auto where only a permission is missing: %v, want that first", err)
 	}
-	if _, _, err := Choose("uprobe", 1, false, kernelWith(NameFentry)); err == nil {
+	if _, _, err := Choose("uprobe", 1, 0, false, kernelWith(NameFentry)); err == nil {
 		t.Error("an unknown backend: no error")
+	}
+}
+
+// TestChooseRaw checks that auto picks a kprobe link when functions
+// without a BTF prototype, which trampolines cannot attach, are selected,
+// and what it picks as ever when the kernel has none.
+func TestChooseRaw(t *testing.T) {
+	all := []Name{NameFentry, NameKprobeMulti, NameKprobeSession, NameFsession, NameTracingMulti}
+	for _, c := range []struct {
+		name   string
+		kernel []Name
+		want   Name
+		why    string
+	}{
+		{"6.12", all[:3], NameKprobeSession, "5 functions, 1 without a BTF prototype, which trampolines cannot attach: one kprobe-session link for all"},
+		{"6.6", all[:2], NameKprobeMulti, "5 functions, 1 without a BTF prototype, which trampolines cannot attach: one kprobe-multi link for all"},
+		{"arm64 6.12", all[:1], NameFentry, "5 functions (at most 8) with --entry: one fentry and one fexit program each, faster to attach than a tracing_multi link"},
+	} {
+		b, why, err := Choose(Auto, 5, 1, true, kernelWith(c.kernel...))
+		if err != nil || b.Name != c.want || why != c.why {
+			t.Errorf("%s: %v (%q), %v; want %s (%q)", c.name, b, why, err, c.want, c.why)
+		}
 	}
 }
 

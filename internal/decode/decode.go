@@ -168,6 +168,18 @@ func (d *Decoder) Ret(t btf.Type, raw uint64) call.Value {
 	return d.Arg("", t, Raw{Slots: [2]uint64{raw}})
 }
 
+// GuessedRet decodes the return register of a function whose return type
+// nothing tells: an error number when its lower half, as a signed int, is
+// from -4095 to -1 (an int return leaves the upper half zero on x86-64
+// and arm64, a long or an error pointer sign-extends it), else the
+// register as a signed long.
+func (d *Decoder) GuessedRet(raw uint64) call.Value {
+	if x := signExtend(raw, 32); isErrno(x) {
+		return errnoValue(x)
+	}
+	return call.Value{Kind: call.KindInt, Bits: raw}
+}
+
 // maxErrno is the largest error number the kernel returns (MAX_ERRNO).
 const maxErrno = 4095
 

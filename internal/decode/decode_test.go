@@ -52,6 +52,28 @@ func TestRetErrno(t *testing.T) {
 	}
 }
 
+// TestGuessedRet names the errors of a return register nothing tells the
+// type of: an int's (upper half zero), a long's or an error pointer's.
+func TestGuessedRet(t *testing.T) {
+	d := decode.NewDecoder(decode.Options{}, nil)
+	for _, tc := range []struct {
+		raw  uint64
+		kind call.Kind
+		str  string
+	}{
+		{uint64(1<<64 - 2), call.KindErrno, "ENOENT"},
+		{0xffffffec, call.KindErrno, "ENOTDIR"},
+		{uint64(1<<64 - 1), call.KindErrno, "EPERM"},
+		{uint64(1<<64 - 4096), call.KindInt, ""},
+		{0, call.KindInt, ""},
+		{0xffff888004b2c000, call.KindInt, ""},
+	} {
+		if v := d.GuessedRet(tc.raw); v.Kind != tc.kind || v.Str != tc.str || v.Kind == call.KindInt && v.Bits != tc.raw {
+			t.Errorf("%#x: kind %s %q bits %#x, want %s %q", tc.raw, v.Kind, v.Str, v.Bits, tc.kind, tc.str)
+		}
+	}
+}
+
 func TestFlagEnum(t *testing.T) {
 	spec := fixture(t)
 	p := proto(t, spec, "try_to_unmap")

@@ -14,8 +14,6 @@ import (
 	"slices"
 	"unsafe"
 
-	"github.com/cilium/ebpf/btf"
-
 	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/decode"
@@ -156,9 +154,11 @@ func (d *Decoder) Call(r *Record, c *call.Call) error {
 	if r.Flags&recTruncated != 0 {
 		c.Flags |= call.Missed
 	}
-	var retType btf.Type = p.Ret.Type
-	if p.Ret.Class != plan.Void {
-		c.Ret = d.dec.Ret(retType, r.Ret)
+	switch {
+	case p.Ret.Guessed:
+		c.Ret = d.dec.GuessedRet(r.Ret)
+	case p.Ret.Class != plan.Void:
+		c.Ret = d.dec.Ret(p.Ret.Type, r.Ret)
 	}
 	return nil
 }

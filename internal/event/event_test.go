@@ -412,7 +412,7 @@ func TestDecoderPacket(t *testing.T) {
 
 // TestDecoderRawReturn decodes calls of a function without a prototype:
 // its raw argument registers, and its return register as a signed long,
-// named as an errno from -4095 to -1.
+// an errno when its lower half is from -4095 to -1.
 func TestDecoderRawReturn(t *testing.T) {
 	p, err := plan.New(&kernel.Function{Name: "do_sys_openat2", Traceable: true, Copies: 1}, plan.Options{})
 	if err != nil {
@@ -425,9 +425,10 @@ func TestDecoderRawReturn(t *testing.T) {
 		want string
 	}{
 		{-2, "ENOENT"},
-		{-20, "ENOTDIR"},
+		{0xffffffec, "ENOTDIR"}, // an int -20: the upper half zero
 		{3, ""},
 		{-4096, ""},
+		{0x7fff12345678, ""},
 	} {
 		raw := make([]byte, headerSize)
 		l.put(t, raw, "flags", 0, 3 /* REC_ENTRY | REC_EXIT */)

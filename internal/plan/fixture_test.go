@@ -118,7 +118,7 @@ func TestClonePlans(t *testing.T) {
 	}{
 		{"tcp_sendmsg.part.0.constprop.0", "int", 4, false},
 		{"vfs_read.cold", "ssize_t", 8, false},
-		{"tcp_sendmsg.isra.0", "long", 8, true},
+		{"tcp_sendmsg.isra.0", "long", 4, true},
 	} {
 		fns := c.Lookup(tc.name)
 		if len(fns) != 1 {

@@ -138,13 +138,15 @@ type Ret struct {
 	Size  int
 	// Guessed is set for a function whose return type nothing tells (no
 	// prototype, and not a clone that keeps its base function's): Type is
-	// then a signed long, the return register as a whole.
+	// then a signed long, the return register as a whole, but Size is 4:
+	// an int return leaves the register's upper half zero, so an error is
+	// told by the lower half, from -4095 to -1, which a long or an error
+	// pointer has too (see decode.GuessedRet).
 	Guessed bool
 }
 
-// guessedReturn is the return type of a function nothing tells the
-// return type of: the whole return register, signed, in which a function
-// returning an int or a pointer tells an error from -4095 to -1.
+// guessedReturn is the type shown of a return value nothing tells the
+// type of: the whole return register, signed.
 var guessedReturn = &btf.Int{Name: "long", Size: 8, Encoding: btf.Signed}
 
 // New makes the plan of fn. Functions without a prototype get a raw plan
@@ -215,17 +217,16 @@ func (pl *Planner) Plan(fn *kernel.Function) (*Plan, error) {
 }
 
 // rawPlan plans a function without a prototype: no Args, and the return
-// type the catalogue knows of a compiler clone, or else guessedReturn.
+// type the catalogue knows of a compiler clone, or else a guess.
 func rawPlan(fn *kernel.Function) (*Plan, error) {
 	t, known := fn.Return()
 	if !known {
-		t = guessedReturn
+		return &Plan{Func: fn, Ret: Ret{Type: guessedReturn, Class: Signed, Size: 4, Guessed: true}}, nil
 	}
 	ret, err := newRet(t)
 	if err != nil {
 		return nil, fmt.Errorf("%s: return value: %w", fn.Name, err)
 	}
-	ret.Guessed = !known
 	return &Plan{Func: fn, Ret: ret}, nil
 }
 

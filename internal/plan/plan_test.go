@@ -191,14 +191,15 @@ func TestAttachable(t *testing.T) {
 }
 
 // TestRawPlan plans a function nothing tells the prototype of: raw
-// argument registers, and the return register guessed a signed long.
+// argument registers, and the return register guessed a signed long whose
+// lower half tells an error.
 func TestRawPlan(t *testing.T) {
 	p := mustPlan(t, &kernel.Function{Name: "g", Traceable: true, Copies: 1})
 	if p.NumSlots != 0 || p.Args != nil || p.Proto != nil {
 		t.Errorf("raw plan has slots %d, args %v, prototype %v", p.NumSlots, p.Args, p.Proto)
 	}
-	if p.Ret.Class != Signed || p.Ret.Size != 8 || !p.Ret.Guessed || kernel.TypeString(p.Ret.Type) != "long" {
-		t.Errorf("raw plan returns %+v, want a guessed signed long", p.Ret)
+	if p.Ret.Class != Signed || p.Ret.Size != 4 || !p.Ret.Guessed || kernel.TypeString(p.Ret.Type) != "long" {
+		t.Errorf("raw plan returns %+v, want a guessed signed long, errors told by its lower half", p.Ret)
 	}
 }
 
