@@ -109,9 +109,10 @@ type Probe func(*Backend) error
 func LiveProbe(b *Backend) error { return b.Needs() }
 
 // Choose returns the backend named name for a selection of n functions,
-// raw of them without a BTF prototype, checked with probe, and why. For Auto it weighs attach cost, which grows with the
-// number of functions N, against per-call cost (measured numbers in the
-// README, "Choosing a backend"), by autoRules:
+// raw of them without a BTF prototype, checked with probe, and why. For
+// Auto it weighs attach cost, which grows with the number of functions N,
+// against per-call cost (measured numbers in the README, "Choosing a
+// backend"), by autoRules:
 //
 //   - For N <= 8, fsession (7.0): one load per function, in parallel,
 //     which attaches a few functions faster than a tracing_multi link.
