@@ -154,6 +154,9 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe backend.Probe)
 	if s.sel, s.entries, err = selectWithEntries(cat, cfg.Patterns, cfg.Entries); err != nil {
 		return err
 	}
+	if slices.ContainsFunc(s.sel.Selected, (*kernel.Function).IsTracepoint) {
+		return fmt.Errorf("%w: tracepoints can be listed but not traced yet", ErrBadConfig)
+	}
 	if cfg.Track != "" {
 		if s.track, err = newTracker(cfg.Track, s.sel.Selected); err != nil {
 			return err

@@ -35,10 +35,15 @@ prototype).
 
 A PATTERN is [!][MODULE:]NAME[(TYPE, ...)], NAME a glob or a /regexp/:
 'tcp_*' '!tcp_v6_*' 'nf_conntrack:*' '/^vfs_(read|write)$/'
-'*(struct sk_buff *)' (docs/patterns.md).`,
+'*(struct sk_buff *)' (docs/patterns.md).
+
+A tracepoint PATTERN is [!]tp:SUBSYSTEM[:EVENT], both globs: 'tp:sched:*'
+'tp:skb:kfree_skb' 'tp:*' list the kernel's BTF-typed tracepoints with the
+arguments their programs read.`,
 		Example: `  trawl list 'tcp_*' '!tcp_v6_*'
   trawl list -v 'migrate_*'
-  trawl list --json '*(struct sk_buff *)'`,
+  trawl list --json '*(struct sk_buff *)'
+  trawl list 'tp:sched:*'`,
 		ValidArgsFunction: completePatterns,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runList(args, f, cmd.OutOrStdout(), cmd.ErrOrStderr())

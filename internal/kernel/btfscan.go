@@ -28,6 +28,7 @@ const (
 	kindStruct    = 4
 	kindUnion     = 5
 	kindEnum      = 6
+	kindTypedef   = 8
 	kindFunc      = 12
 	kindFuncProto = 13
 	kindVar       = 14
@@ -43,7 +44,15 @@ type btfFuncs struct {
 	names []string
 	ids   [][]btf.TypeID
 	index map[string]int32
+	// tracepoints finds the btf_trace_EVENT typedef of each BTF-typed
+	// tracepoint by its event name.
+	tracepoints map[string]btf.TypeID
 }
+
+// tracepointPrefix starts the name of the typedef the kernel declares for
+// each tracepoint: a pointer to the prototype its programs are called
+// with.
+const tracepointPrefix = "btf_trace_"
 
 // scanFuncs indexes the FUNC types of one raw BTF object by name, reading
 // only the type headers, and only those keep needs (the prototypes of the names it keeps). base is nil for
@@ -98,6 +107,7 @@ func scanFuncs(raw []byte, base *btfStrings, keep *nameSet) (btfFuncs, btfString
 	}
 
 	funcs.index = make(map[string]int32, 1<<12)
+	funcs.tracepoints = map[string]btf.TypeID{}
 	for off := 0; off < len(types); out.nextID++ {
 		if off+12 > len(types) {
 			return funcs, btfStrings{}, fmt.Errorf("BTF type %d truncated", out.nextID)
@@ -114,6 +124,11 @@ func scanFuncs(raw []byte, base *btfStrings, keep *nameSet) (btfFuncs, btfString
 				funcs.ids = append(funcs.ids, nil)
 			}
 			funcs.ids[i] = append(funcs.ids[i], out.nextID)
+		}
+		if kind == kindTypedef {
+			if event, ok := bytes.CutPrefix(name(nameOff), []byte(tracepointPrefix)); ok {
+				funcs.tracepoints[string(event)] = out.nextID
+			}
 		}
 		off += 12
 		switch kind {

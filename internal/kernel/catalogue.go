@@ -99,6 +99,13 @@ type Function struct {
 	ProtoNote string
 	// AddrNote says why Addrs is nil for a traceable function.
 	AddrNote string
+	// Event is a tracepoint's event ("sched_process_exec"), "" for a
+	// function. A tracepoint's Name is "tp:SUBSYSTEM:EVENT", its BTFID
+	// that of its btf_trace_EVENT typedef in vmlinux, and its Proto the
+	// arguments its programs read (see Catalogue.Tracepoints).
+	Event string
+	// Subsystem is a tracepoint's subsystem ("sched").
+	Subsystem string
 
 	spec  *btf.Spec // the BTF object BTFID or RetID belongs to
 	proto *btf.Func // the prototype of a function made by FunctionOf
@@ -117,6 +124,17 @@ func FunctionOf(proto *btf.Func) *Function {
 func (f *Function) Proto() *btf.Func {
 	if f.spec == nil || f.BTFID == 0 {
 		return f.proto
+	}
+	if f.IsTracepoint() {
+		typ, err := f.spec.TypeByID(f.BTFID)
+		if err == nil {
+			var fn *btf.Func
+			if fn, err = tracepointProto(f.Event, typ); err == nil {
+				return fn
+			}
+		}
+		slog.Warn("reading a tracepoint's BTF prototype", "tracepoint", f.Name, "err", err)
+		return nil
 	}
 	return f.funcByID(f.BTFID)
 }
@@ -157,13 +175,14 @@ func (f *Function) HasProto() bool { return f.proto != nil || f.spec != nil && f
 // Catalogue is the set of kernel functions. It is immutable once loaded and
 // safe for concurrent use.
 type Catalogue struct {
-	funcs     []Function
-	byName    map[string][]int
-	specs     map[string]*btf.Spec
-	traceable []Symbol
-	source    Source
-	notice    string
-	symbols   *Symbolizer
+	funcs       []Function
+	tracepoints []Function
+	byName      map[string][]int
+	specs       map[string]*btf.Spec
+	traceable   []Symbol
+	source      Source
+	notice      string
+	symbols     *Symbolizer
 	// some is where a catalogue of some functions (LoadNames) was read
 	// from, nil for one of every function.
 	some fs.FS
@@ -302,6 +321,7 @@ func loadKept(fsys fs.FS, keep *nameSet) (*Catalogue, error) {
 		c.notice = strings.TrimPrefix(c.notice+"; "+msg, "; ")
 	}
 	c.funcs = b.build(c.traceable, c.source)
+	c.tracepoints = readTracepoints(fsys, vmlinux)
 	c.byName = make(map[string][]int, len(c.funcs))
 	for i, f := range c.funcs {
 		c.byName[f.Name] = append(c.byName[f.Name], i)

@@ -5,6 +5,8 @@ package selector
 import (
 	"errors"
 	"fmt"
+	"iter"
+	"slices"
 
 	"github.com/trawl-dev/trawl/internal/kernel"
 )
@@ -52,9 +54,11 @@ func Select(c *kernel.Catalogue, patterns []string) (*Selection, error) {
 	selected := make([]int, len(includes))
 	firstReason := make([]string, len(includes))
 	sel := &Selection{}
-	funcs := c.Functions()
-	for i := range funcs {
-		fn := &funcs[i]
+	lists := [][]kernel.Function{c.Functions()}
+	if slices.ContainsFunc(includes, func(p *Pattern) bool { return p.Tracepoint }) {
+		lists = append(lists, c.Tracepoints())
+	}
+	for fn := range allOf(lists) {
 		var hits []int
 		for j, p := range includes {
 			if p.Match(fn) {
@@ -103,6 +107,19 @@ func Select(c *kernel.Catalogue, patterns []string) (*Selection, error) {
 	return sel, nil
 }
 
+// allOf yields a pointer to each function of lists in turn.
+func allOf(lists [][]kernel.Function) iter.Seq[*kernel.Function] {
+	return func(yield func(*kernel.Function) bool) {
+		for _, list := range lists {
+			for i := range list {
+				if !yield(&list[i]) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // exclusionReason says why a matched function is not selected, or "".
 func exclusionReason(fn *kernel.Function, excludes []*Pattern) string {
 	for _, p := range excludes {
@@ -112,6 +129,9 @@ func exclusionReason(fn *kernel.Function, excludes []*Pattern) string {
 	}
 	if !fn.Traceable {
 		return fn.Reason
+	}
+	if fn.IsTracepoint() {
+		return "" // the deny list names functions
 	}
 	return Denied(fn)
 }

@@ -19,6 +19,17 @@
 //	    volatile and spacing.
 //	  - A leading "!" excludes what the rest matches.
 //
+// A pattern of tracepoints is
+//
+//	[!]tp:SUBSYSTEM[:EVENT][(TYPE, ...)]
+//
+// with SUBSYSTEM and EVENT globs ("tp:sched:*", "tp:skb:kfree_skb",
+// "tp:*"); without EVENT it is every event of the subsystem. It selects
+// the kernel's BTF-typed tracepoints (see kernel.Catalogue.Tracepoints),
+// and the types, if any, are those of the tracepoint's arguments.
+// Function and tracepoint patterns mix freely; exclusions only take
+// away what patterns of their own kind include.
+//
 // Several patterns combine: the result is every function an including
 // pattern matches, minus those an excluding pattern matches. Only
 // exclusions means "everything except". An including pattern that selects
@@ -59,18 +70,22 @@ type NoMatchError struct {
 }
 
 func (e *NoMatchError) Error() string {
-	if e.Matched == 0 {
-		msg := fmt.Sprintf("pattern %q matches no function", e.Pattern)
-		if n := len(e.Suggestions); n > 0 {
-			msg += "; did you mean " + strings.Join(e.Suggestions[:n-1], ", ")
-			if n > 1 {
-				msg += " or "
-			}
-			msg += e.Suggestions[n-1] + "?"
-		}
-		return msg
+	what := "function"
+	if strings.HasPrefix(strings.TrimPrefix(e.Pattern, "!"), kernel.TracepointPrefix) {
+		what = "BTF-typed tracepoint"
 	}
-	return fmt.Sprintf("pattern %q matches %d functions but none can be traced (%s)", e.Pattern, e.Matched, e.Example)
+	if e.Matched > 0 {
+		return fmt.Sprintf("pattern %q matches %d %ss but none can be traced (%s)", e.Pattern, e.Matched, what, e.Example)
+	}
+	msg := fmt.Sprintf("pattern %q matches no %s", e.Pattern, what)
+	if n := len(e.Suggestions); n > 0 {
+		msg += "; did you mean " + strings.Join(e.Suggestions[:n-1], ", ")
+		if n > 1 {
+			msg += " or "
+		}
+		msg += e.Suggestions[n-1] + "?"
+	}
+	return msg
 }
 
 // Is makes errors.Is(err, ErrNoMatch) true.
@@ -82,8 +97,11 @@ type Pattern struct {
 	Exclude  bool     // leading "!"
 	Module   string   // module glob, "" for any
 	ArgTypes []string // normalised C types the function must take
-	glob     string
-	re       *regexp.Regexp
+	// Tracepoint says the pattern selects tracepoints ("tp:"); Module is
+	// then the subsystem glob.
+	Tracepoint bool
+	glob       string
+	re         *regexp.Regexp
 }
 
 // Parse parses one pattern.
@@ -95,6 +113,9 @@ func Parse(text string) (*Pattern, error) {
 	s := text
 	if rest, ok := strings.CutPrefix(s, "!"); ok {
 		p.Exclude, s = true, rest
+	}
+	if rest, ok := strings.CutPrefix(s, kernel.TracepointPrefix); ok {
+		return p.parseTracepoint(rest, bad)
 	}
 	if i := strings.IndexAny(s, ":/("); i >= 0 && s[i] == ':' {
 		p.Module, s = s[:i], s[i+1:]
@@ -137,6 +158,34 @@ func Parse(text string) (*Pattern, error) {
 	return p, nil
 }
 
+// parseTracepoint parses what follows "tp:" in a tracepoint pattern:
+// SUBSYSTEM[:EVENT][(TYPE, ...)], both globs.
+func (p *Pattern) parseTracepoint(s string, bad func(string, ...any) error) (*Pattern, error) {
+	p.Tracepoint = true
+	names, types, err := splitTypes(s)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	p.ArgTypes = types
+	sub, event, found := strings.Cut(names, ":")
+	if !found {
+		event = "*"
+	}
+	for _, glob := range []string{sub, event} {
+		if glob == "" {
+			return nil, bad("a tracepoint pattern is tp:SUBSYSTEM:EVENT, each a glob, like tp:sched:sched_process_*")
+		}
+		if strings.ContainsAny(glob, " \t,()/:") {
+			return nil, bad("a tracepoint's subsystem or event cannot contain spaces, commas, parentheses, '/' or ':'")
+		}
+		if _, err := path.Match(glob, ""); err != nil {
+			return nil, bad("glob %q is malformed (unclosed '[' or trailing '\\')", glob)
+		}
+	}
+	p.Module, p.glob = sub, event
+	return p, nil
+}
+
 // LiteralNames returns the function names the patterns select from, when
 // each pattern that selects names its functions in full: a name without
 // glob characters ("vfs_read", "ext4:ext4_sync_file", "tcp_sendmsg(struct
@@ -149,8 +198,8 @@ func LiteralNames(patterns []string) (names []string, ok bool) {
 		if err != nil {
 			return nil, false
 		}
-		if p.Exclude {
-			continue
+		if p.Exclude || p.Tracepoint {
+			continue // tracepoints are not functions of the catalogue
 		}
 		some, ok := p.literalNames()
 		if !ok {
@@ -290,8 +339,17 @@ func (p *Pattern) matchName(name string) bool {
 	return ok
 }
 
-// Match reports whether fn matches the pattern, ignoring Exclude.
+// Match reports whether fn, a function or a tracepoint, matches the
+// pattern, ignoring Exclude.
 func (p *Pattern) Match(fn *kernel.Function) bool {
+	if p.Tracepoint != fn.IsTracepoint() {
+		return false
+	}
+	if p.Tracepoint {
+		sub, _ := path.Match(p.Module, fn.Subsystem)
+		event, _ := path.Match(p.glob, fn.Event)
+		return sub && event && p.matchTypes(fn)
+	}
 	return p.matchModule(fn.Module) && p.matchName(fn.Name) && p.matchTypes(fn)
 }
 

@@ -242,3 +242,39 @@ func TestLiteralNames(t *testing.T) {
 		}
 	}
 }
+
+func TestTracepointPatterns(t *testing.T) {
+	exec := &kernel.Function{Name: "tp:sched:sched_process_exec", Event: "sched_process_exec", Subsystem: "sched", Traceable: true}
+	kfree := &kernel.Function{Name: "tp:skb:kfree_skb", Event: "kfree_skb", Subsystem: "skb", Traceable: true}
+	fn := &kernel.Function{Name: "kfree_skb", Traceable: true}
+	for _, tc := range []struct {
+		pattern string
+		matches []*kernel.Function
+	}{
+		{"tp:sched:*", []*kernel.Function{exec}},
+		{"tp:sched", []*kernel.Function{exec}},
+		{"tp:*", []*kernel.Function{exec, kfree}},
+		{"tp:*:kfree_skb", []*kernel.Function{kfree}},
+		{"tp:s*:*exec", []*kernel.Function{exec}},
+		{"!tp:skb:kfree_skb", []*kernel.Function{kfree}},
+		{"kfree_skb", []*kernel.Function{fn}}, // a function pattern takes no tracepoint
+	} {
+		p, err := Parse(tc.pattern)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.pattern, err)
+		}
+		for _, f := range []*kernel.Function{exec, kfree, fn} {
+			if got, want := p.Match(f), slices.Contains(tc.matches, f); got != want {
+				t.Errorf("%s matches %s: %v, want %v", tc.pattern, f.Name, got, want)
+			}
+		}
+	}
+	for _, bad := range []string{"tp:", "tp:sched:", "tp::x", "tp:sched:a:b", "tp:sched:[", "tp:/sched/"} {
+		if _, err := Parse(bad); !errors.Is(err, ErrBadPattern) {
+			t.Errorf("%s: got %v, want ErrBadPattern", bad, err)
+		}
+	}
+	if names, ok := LiteralNames([]string{"vfs_read", "tp:sched:*"}); !ok || !slices.Equal(names, []string{"vfs_read"}) {
+		t.Errorf("LiteralNames: %v %v, want the function alone", names, ok)
+	}
+}
