@@ -107,8 +107,11 @@ type Function struct {
 	// Subsystem is a tracepoint's subsystem ("sched").
 	Subsystem string
 
-	spec  *btf.Spec // the BTF object BTFID or RetID belongs to
-	proto *btf.Func // the prototype of a function made by FunctionOf
+	spec *btf.Spec // the BTF object BTFID or RetID belongs to
+	// namesID is a tracepoint's __bpf_trace_ function, whose arguments
+	// have names, 0 if none (see tracepointProto).
+	namesID btf.TypeID
+	proto   *btf.Func // the prototype of a function made by FunctionOf
 }
 
 // FunctionOf returns a traceable function of one copy whose prototype is
@@ -128,8 +131,13 @@ func (f *Function) Proto() *btf.Func {
 	if f.IsTracepoint() {
 		typ, err := f.spec.TypeByID(f.BTFID)
 		if err == nil {
+			var named *btf.Func
+			if f.namesID != 0 {
+				t, _ := f.spec.TypeByID(f.namesID)
+				named, _ = t.(*btf.Func)
+			}
 			var fn *btf.Func
-			if fn, err = tracepointProto(f.Event, typ); err == nil {
+			if fn, err = tracepointProto(f.Event, typ, named); err == nil {
 				return fn
 			}
 		}

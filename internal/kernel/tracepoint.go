@@ -58,6 +58,7 @@ func readTracepoints(fsys fs.FS, vmlinux *btfObject) []Function {
 					Traceable: true,
 					Copies:    1,
 					spec:      vmlinux.spec,
+					namesID:   vmlinux.funcs.first(bpfTracePrefix + ev.Name()),
 				})
 			}
 		}
@@ -69,11 +70,29 @@ func readTracepoints(fsys fs.FS, vmlinux *btfObject) []Function {
 	return tps
 }
 
+// bpfTracePrefix starts the name of the function through which the
+// kernel calls the programs of the tracepoints of one event class
+// (__bpf_trace_CLASS): the same arguments as the btf_trace_ typedef's, by
+// name. A class defined with TRACE_EVENT is named after its event; the
+// events of a DECLARE_EVENT_CLASS are not, and their arguments stay
+// unnamed.
+const bpfTracePrefix = "__bpf_trace_"
+
+// first returns the BTF ID of the first function called name, 0 if none.
+func (f btfFuncs) first(name string) btf.TypeID {
+	if i, ok := f.index[name]; ok {
+		return f.ids[i][0]
+	}
+	return 0
+}
+
 // tracepointProto returns the prototype of the tracepoint whose
 // btf_trace_ typedef is typ: the typedef's, a pointer to the prototype
 // its programs are called with, less the first argument (void *, the
-// tracepoint's private data, which tp_btf programs do not see).
-func tracepointProto(event string, typ btf.Type) (*btf.Func, error) {
+// tracepoint's private data, which tp_btf programs do not see). Its
+// arguments take the names of those of named, the tracepoint's
+// __bpf_trace_ function, if not nil; else they are arg0, arg1...
+func tracepointProto(event string, typ btf.Type, named *btf.Func) (*btf.Func, error) {
 	def, ok := typ.(*btf.Typedef)
 	if !ok {
 		return nil, fmt.Errorf("%s%s is a %T, not a typedef", tracepointPrefix, event, typ)
@@ -86,9 +105,18 @@ func tracepointProto(event string, typ btf.Type) (*btf.Func, error) {
 	if !ok || len(proto.Params) == 0 {
 		return nil, fmt.Errorf("%s%s does not point to a prototype taking a context", tracepointPrefix, event)
 	}
+	var names []btf.FuncParam
+	if named != nil {
+		if p, ok := named.Type.(*btf.FuncProto); ok && len(p.Params) == len(proto.Params) {
+			names = p.Params[1:]
+		}
+	}
 	params := slices.Clone(proto.Params[1:])
 	for i := range params {
-		if params[i].Name == "" {
+		switch {
+		case names != nil:
+			params[i].Name = names[i].Name
+		case params[i].Name == "":
 			params[i].Name = fmt.Sprintf("arg%d", i)
 		}
 	}

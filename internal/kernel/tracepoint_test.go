@@ -60,8 +60,8 @@ func TestTracepoints(t *testing.T) {
 	if len(params) != 3 {
 		t.Fatalf("sched_process_exec takes %d arguments, want 3: %s", len(params), Declaration(proto.Type, exec.Name))
 	}
-	if got := TypeString(params[2].Type); got != "struct linux_binprm *" {
-		t.Errorf("third argument %s, want struct linux_binprm *", got)
+	if got := TypeString(params[2].Type); got != "struct linux_binprm *" || params[2].Name != "bprm" {
+		t.Errorf("third argument %s %s, want struct linux_binprm *bprm", got, params[2].Name)
 	}
 	t.Log(Declaration(proto.Type, exec.Name))
 }

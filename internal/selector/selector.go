@@ -191,15 +191,20 @@ func (p *Pattern) parseTracepoint(s string, bad func(string, ...any) error) (*Pa
 // glob characters ("vfs_read", "ext4:ext4_sync_file", "tcp_sendmsg(struct
 // sock *)"), or a regular expression of whole names ("/^(vfs_read|vfs_write)$/").
 // Exclusions are left out: they only take away. ok is false when some
-// pattern can match names it does not spell out, or on a bad pattern.
+// pattern can match names it does not spell out, selects tracepoints, or
+// is bad.
 func LiteralNames(patterns []string) (names []string, ok bool) {
 	for _, text := range patterns {
 		p, err := Parse(text)
 		if err != nil {
 			return nil, false
 		}
-		if p.Exclude || p.Tracepoint {
-			continue // tracepoints are not functions of the catalogue
+		if p.Tracepoint {
+			// Their arguments' names are in functions no name gives.
+			return nil, false
+		}
+		if p.Exclude {
+			continue
 		}
 		some, ok := p.literalNames()
 		if !ok {
