@@ -154,8 +154,8 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe backend.Probe)
 	if s.sel, s.entries, err = selectWithEntries(cat, cfg.Patterns, cfg.Entries); err != nil {
 		return err
 	}
-	if slices.ContainsFunc(s.sel.Selected, (*kernel.Function).IsTracepoint) {
-		return fmt.Errorf("%w: tracepoints can be listed but not traced yet", ErrBadConfig)
+	if err := checkTracepoints(s.sel.Selected, cfg); err != nil {
+		return err
 	}
 	if cfg.Track != "" {
 		if s.track, err = newTracker(cfg.Track, s.sel.Selected); err != nil {
@@ -163,7 +163,8 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe backend.Probe)
 		}
 		s.track.addLifeFuncs(cat, s.sel)
 	}
-	if s.backend, _, err = backend.Choose(backend.Name(cfg.Backend), len(s.sel.Selected), withoutProto(s.sel.Selected), len(cfg.Entries) > 0, probe); err != nil {
+	functions := selectedFunctions(s.sel.Selected)
+	if s.backend, _, err = backend.Choose(backend.Name(cfg.Backend), len(functions), withoutProto(functions), len(cfg.Entries) > 0, probe); err != nil {
 		return err
 	}
 	if s.track != nil && s.backend == backend.Fentry {
@@ -178,7 +179,55 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe backend.Probe)
 			return fmt.Errorf("--cgroup %s takes its descendants in, which the %s backend cannot on this kernel: use --cgroup-exact: %w", cfg.Cgroup, s.backend.Name, err)
 		}
 	}
-	return s.backend.Fits(len(s.sel.Selected))
+	return s.backend.Fits(len(functions))
+}
+
+// checkTracepoints refuses, when tracepoints are selected, what only
+// functions have: an entry call to wait for, a return value, a journey
+// through calls. A tracepoint's event is a call without duration.
+func checkTracepoints(selected []*kernel.Function, cfg Config) error {
+	i := slices.IndexFunc(selected, (*kernel.Function).IsTracepoint)
+	if i < 0 {
+		return nil
+	}
+	for _, refused := range []struct {
+		set  bool
+		what string
+	}{
+		{len(cfg.Entries) > 0, "--entry"},
+		{cfg.Track != "", "--track"},
+		{cfg.Stack, "--stack"},
+	} {
+		if refused.set {
+			return fmt.Errorf("%w: %s does not work with tracepoints (%s selected): trace them in a trace of their own", ErrBadConfig, refused.what, selected[i].Name)
+		}
+	}
+	return nil
+}
+
+// selectedFunctions returns the selected functions, leaving out the
+// tracepoints, which AttachTracepoints attaches whichever the backend.
+func selectedFunctions(selected []*kernel.Function) []*kernel.Function {
+	var fns []*kernel.Function
+	for _, fn := range selected {
+		if !fn.IsTracepoint() {
+			fns = append(fns, fn)
+		}
+	}
+	return fns
+}
+
+// splitTargets parts targets into the functions the backend attaches and
+// the tracepoints.
+func splitTargets(targets []backend.Target) (functions, tracepoints []backend.Target) {
+	for _, t := range targets {
+		if t.Plan.Func.IsTracepoint() {
+			tracepoints = append(tracepoints, t)
+		} else {
+			functions = append(functions, t)
+		}
+	}
+	return functions, tracepoints
 }
 
 // plan plans the capture of each selected function the backend can
@@ -322,7 +371,7 @@ func (s *Session) prepare(cat *kernel.Catalogue, cfg Config, n int, coded []back
 		return nil, err
 	}
 	if prepare := s.backend.Prepare; prepare != nil {
-		if err := prepare(spec, s.sel.Selected); err != nil {
+		if err := prepare(spec, selectedFunctions(s.sel.Selected)); err != nil {
 			return nil, err
 		}
 	}
@@ -386,16 +435,25 @@ func (s *Session) fill() error {
 		return fmt.Errorf("store the capture layouts: %w", err)
 	}
 	s.layouts = nil // 8 MB with every function, and the kernel has them now
-	if fill := s.backend.Fill; fill != nil {
-		return fill(coll, s.targets)
+	if functions, _ := splitTargets(s.targets); s.backend.Fill != nil && len(functions) > 0 {
+		return s.backend.Fill(coll, functions)
 	}
 	return nil
 }
 
-// attach attaches the capture program with the backend.
+// attach attaches the capture program to the functions with the backend,
+// and to the tracepoints.
 func (s *Session) attach(ctx context.Context, progress backend.Progress) error {
+	functions, tracepoints := splitTargets(s.targets)
 	var err error
-	s.attached, err = s.backend.Attach(ctx, s.capture, s.targets, progress)
+	if len(functions) > 0 {
+		s.attached, err = s.backend.Attach(ctx, s.capture, functions, progress)
+	}
+	if err == nil && len(tracepoints) > 0 {
+		var attached *backend.Attachment
+		attached, err = backend.AttachTracepoints(ctx, s.capture, tracepoints, progress)
+		s.attached = s.attached.Join(attached)
+	}
 	if err != nil {
 		return err
 	}
@@ -403,7 +461,7 @@ func (s *Session) attach(ctx context.Context, progress backend.Progress) error {
 		return err
 	}
 	if s.attached.Attached == 0 {
-		return fmt.Errorf("no function could be attached: %s", strings.Join(s.attached.Skipped.Summary(1), "; "))
+		return fmt.Errorf("nothing could be attached: %s", strings.Join(s.attached.Skipped.Summary(1), "; "))
 	}
 	return nil
 }

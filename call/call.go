@@ -74,4 +74,7 @@ const (
 	// TrackEnd marks the call that freed the last object its journey
 	// tracked (Call.Track): the journey ends with it.
 	TrackEnd
+	// Event marks a tracepoint's event (Func is "tp:SUBSYSTEM:EVENT"): its
+	// Args are the tracepoint's, and it has no Duration and no Ret.
+	Event
 )

@@ -87,6 +87,9 @@ func (j *JSON) Call(c *call.Call) error {
 		b = append(b, `,"module":`...)
 		b = appendJSONString(b, c.Module)
 	}
+	if c.Flags&call.Event != 0 {
+		b = append(b, `,"kind":"tracepoint"`...)
+	}
 	if c.Flags&call.ExitOnly == 0 {
 		b = append(b, `,"args":`...)
 		b = appendJSONArgs(b, c.Args)
@@ -122,7 +125,7 @@ func (j *JSON) Call(c *call.Call) error {
 		b = append(b, '"')
 	}
 	b = appendJSONStack(b, c.Stack)
-	b = appendJSONFlags(b, c.Flags&^call.Origin)
+	b = appendJSONFlags(b, c.Flags&^(call.Origin|call.Event))
 	b = append(b, "}\n"...)
 	j.line = b
 	_, err := j.w.Write(b)

@@ -117,7 +117,14 @@ A PATTERN is [!][MODULE:]NAME[(TYPE, ...)], NAME a glob or a /regexp/:
 'tcp_*', '!tcp_v6_*', 'nf_conntrack:*', '/^vfs_(read|write)$/',
 '*(struct sk_buff *)'. trawl list shows what patterns select.
 The pattern and --filter languages are described in docs/patterns.md and
-docs/filter.md.`
+docs/filter.md.
+
+A PATTERN tp:SUBSYSTEM[:EVENT], both globs, selects the kernel's BTF-typed
+tracepoints ('tp:sched:*', 'tp:skb:kfree_skb'), mixed freely with
+functions: each event is one line (JSON "kind":"tracepoint") with the
+tracepoint's arguments, and no duration or return value. They work with
+the task filters, --filter, --show, text, json and --stats, not with
+--entry, --track, --stack, tree, perfetto, chrome-json or OTLP spans.`
 
 const rootExample = `  trawl -d 5s 'tcp_*'                     trace every tcp_ function for 5 seconds
   trawl vfs_read vfs_write -- cat /etc/hostname
@@ -127,6 +134,7 @@ const rootExample = `  trawl -d 5s 'tcp_*'                     trace every tcp_ 
                                           failed opens under /etc
   trawl -f perfetto -o trace.pftrace -p 1234 'ext4_*'
                                           a Perfetto trace of one process
+  trawl tp:skb:kfree_skb                  dropped packets, the reason by name
   trawl -f json --stack -o rec.json -d 10s 'vfs_*'
   trawl report -f html -o rec.html rec.json
                                           record once, then a page of tables,

@@ -44,7 +44,9 @@ type jsonCall struct {
 	TID      uint32          `json:"tid"`
 	Comm     string          `json:"comm"`
 	Func     string          `json:"func"`
+	Kind     string          `json:"kind"`
 	Args     json.RawMessage `json:"args"`
+	Show     json.RawMessage `json:"show"`
 	Ret      json.RawMessage `json:"ret"`
 	Errno    string          `json:"errno"`
 	Duration uint64          `json:"duration_ns"`

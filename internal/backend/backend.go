@@ -8,6 +8,7 @@
 package backend
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 	"slices"
@@ -104,6 +105,27 @@ func (a *Attachment) addFunc(links []link.Link, progs []program) {
 	a.links = append(a.links, links...)
 	a.programs = append(a.programs, progs...)
 	a.countLocked(1, 0)
+}
+
+// Join adds what b attached and skipped to a and returns a, or b when a
+// is nil: the functions a backend attached and the tracepoints
+// AttachTracepoints did are closed and counted together.
+func (a *Attachment) Join(b *Attachment) *Attachment {
+	if a == nil || b == nil {
+		return cmp.Or(a, b)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a.links = append(a.links, b.links...)
+	a.programs = append(a.programs, b.programs...)
+	a.Skipped.Merge(b.Skipped)
+	a.Attached += b.Attached
+	a.skipped += b.skipped
+	a.total += b.total
+	b.links, b.programs = nil, nil
+	return a
 }
 
 // skip lists item, a function or an address, as skipped for reason.

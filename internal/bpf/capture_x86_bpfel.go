@@ -279,6 +279,7 @@ const (
 	CaptureProgKprobeSessionCapture = "kprobe_session_capture"
 	CaptureProgKretprobeCapture     = "kretprobe_capture"
 	CaptureProgKretprobeOne         = "kretprobe_one"
+	CaptureProgTpBtfOne             = "tp_btf_one"
 	CaptureVarAggregate             = "aggregate"
 	CaptureVarArmed                 = "armed"
 	CaptureVarEntryGate             = "entry_gate"
@@ -360,6 +361,7 @@ type CaptureProgramSpecs struct {
 	KprobeSessionCapture *ebpf.ProgramSpec `ebpf:"kprobe_session_capture"`
 	KretprobeCapture     *ebpf.ProgramSpec `ebpf:"kretprobe_capture"`
 	KretprobeOne         *ebpf.ProgramSpec `ebpf:"kretprobe_one"`
+	TpBtfOne             *ebpf.ProgramSpec `ebpf:"tp_btf_one"`
 }
 
 // CaptureMapSpecs contains maps before they are loaded into the kernel.
@@ -521,6 +523,7 @@ type CapturePrograms struct {
 	KprobeSessionCapture *ebpf.Program `ebpf:"kprobe_session_capture"`
 	KretprobeCapture     *ebpf.Program `ebpf:"kretprobe_capture"`
 	KretprobeOne         *ebpf.Program `ebpf:"kretprobe_one"`
+	TpBtfOne             *ebpf.Program `ebpf:"tp_btf_one"`
 }
 
 func (p *CapturePrograms) Close() error {
@@ -537,6 +540,7 @@ func (p *CapturePrograms) Close() error {
 		p.KprobeSessionCapture,
 		p.KretprobeCapture,
 		p.KretprobeOne,
+		p.TpBtfOne,
 	)
 }
 

@@ -159,6 +159,7 @@ const (
 	CaptureLeanProgKprobeSessionCapture = "kprobe_session_capture"
 	CaptureLeanProgKretprobeCapture     = "kretprobe_capture"
 	CaptureLeanProgKretprobeOne         = "kretprobe_one"
+	CaptureLeanProgTpBtfOne             = "tp_btf_one"
 	CaptureLeanVarAggregate             = "aggregate"
 	CaptureLeanVarArmed                 = "armed"
 	CaptureLeanVarIpBits                = "ip_bits"
@@ -220,6 +221,7 @@ type CaptureLeanProgramSpecs struct {
 	KprobeSessionCapture *ebpf.ProgramSpec `ebpf:"kprobe_session_capture"`
 	KretprobeCapture     *ebpf.ProgramSpec `ebpf:"kretprobe_capture"`
 	KretprobeOne         *ebpf.ProgramSpec `ebpf:"kretprobe_one"`
+	TpBtfOne             *ebpf.ProgramSpec `ebpf:"tp_btf_one"`
 }
 
 // CaptureLeanMapSpecs contains maps before they are loaded into the kernel.
@@ -341,6 +343,7 @@ type CaptureLeanPrograms struct {
 	KprobeSessionCapture *ebpf.Program `ebpf:"kprobe_session_capture"`
 	KretprobeCapture     *ebpf.Program `ebpf:"kretprobe_capture"`
 	KretprobeOne         *ebpf.Program `ebpf:"kretprobe_one"`
+	TpBtfOne             *ebpf.Program `ebpf:"tp_btf_one"`
 }
 
 func (p *CaptureLeanPrograms) Close() error {
@@ -357,6 +360,7 @@ func (p *CaptureLeanPrograms) Close() error {
 		p.KprobeSessionCapture,
 		p.KretprobeCapture,
 		p.KretprobeOne,
+		p.TpBtfOne,
 	)
 }
 

@@ -2,7 +2,9 @@
 /* The programs serving one function each, part of capture.c, for kernels
  * whose programs cannot tell their function: kprobe and kretprobe
  * (internal/backend/kprobe.go), fentry and fexit before 5.17
- * (internal/backend/fentry.go). */
+ * (internal/backend/fentry.go); and tracepoints (tp_btf,
+ * internal/backend/tracepoint.go), whose programs have no attach cookie
+ * before 6.10. */
 #ifndef TRAWL_ONE_H
 #define TRAWL_ONE_H
 
@@ -125,6 +127,18 @@ SEC("fexit/trawl_placeholder")
 int fexit_one(void *ctx)
 {
 	one_exit(ctx, trawl_func(), ctx_ret(ctx, trawl_nr_slots()));
+	return 0;
+}
+
+/* A tracepoint's program: its context is the tracepoint's arguments, a
+ * slot each, as a trampoline's. An event is a call entered and ended at
+ * once, returning nothing: it goes the way of every call, filters,
+ * captures and --stats included. */
+SEC("tp_btf/trawl_placeholder")
+int tp_btf_one(void *ctx)
+{
+	one_entry(ctx, 0);
+	one_exit(ctx, trawl_func(), 0);
 	return 0;
 }
 

@@ -154,6 +154,10 @@ func (d *Decoder) Call(r *Record, c *call.Call) error {
 	if r.Flags&recTruncated != 0 {
 		c.Flags |= call.Missed
 	}
+	if p.Func.IsTracepoint() {
+		c.Flags |= call.Event
+		c.Duration = 0 // entered and ended at once
+	}
 	switch {
 	case p.Ret.Guessed:
 		c.Ret = d.dec.GuessedRet(r.Ret)

@@ -453,3 +453,24 @@ func TestDecoderRawReturn(t *testing.T) {
 		}
 	}
 }
+
+// TestDecoderEvent decodes a record of a tracepoint: an event, with its
+// arguments but no duration.
+func TestDecoderEvent(t *testing.T) {
+	p, raw := tcpSendmsg(t)
+	tp := *p.Func
+	tp.Name, tp.Event, tp.Subsystem = "tp:tcp:tcp_sendmsg", "tcp_sendmsg", "tcp"
+	p.Func = &tp
+	r, err := Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c call.Call
+	if err := NewDecoder([]*plan.Plan{p}, decode.Options{}, nil).Call(&r, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Func != "tp:tcp:tcp_sendmsg" || c.Flags != call.Event || c.Duration != 0 || len(c.Args) != 3 {
+		t.Errorf("function %s flags %d duration %d, %d arguments: want tp:tcp:tcp_sendmsg, an event without duration, 3 arguments",
+			c.Func, c.Flags, c.Duration, len(c.Args))
+	}
+}

@@ -85,6 +85,9 @@ func (p *Plan) Attachable(f Family, a Arch, v KernelVersion) error {
 	if !p.Func.Traceable {
 		return fmt.Errorf("%w: %s", ErrNotTraceable, p.Func.Reason)
 	}
+	if p.Func.IsTracepoint() {
+		return p.tracepointAttachable()
+	}
 	switch f {
 	case Trampoline:
 		return p.trampolineAttachable(a, v)
@@ -132,6 +135,24 @@ func (p *Plan) trampolineAttachable(a Arch, v KernelVersion) error {
 	}
 	if limit := fentrySlots(a, v); p.NumSlots > limit {
 		return fmt.Errorf("%w: %d argument slots, %s trampolines on %s take %d", ErrTooManyArgs, p.NumSlots, a, v, limit)
+	}
+	return nil
+}
+
+// tracepointAttachable checks what a tp_btf program reads of a
+// tracepoint's arguments: a slot of 8 bytes each, whichever the backend
+// attaching the functions.
+func (p *Plan) tracepointAttachable() error {
+	if p.Proto == nil {
+		return fmt.Errorf("%w: tracepoints attach by their btf_trace_ typedef", ErrNoPrototype)
+	}
+	if len(p.Args) > maxFuncArgs {
+		return fmt.Errorf("%w: %d, the kernel allows %d", ErrTooManyArgs, len(p.Args), maxFuncArgs)
+	}
+	for i, arg := range p.Args {
+		if arg.Class == Float || arg.Class == Struct {
+			return fmt.Errorf("%w: argument %d is a %s by value", ErrUnsupportedType, i+1, arg.Class)
+		}
 	}
 	return nil
 }
