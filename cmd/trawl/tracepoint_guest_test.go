@@ -23,18 +23,7 @@ const execTracepoint = "tp:sched:sched_process_exec"
 func TestTracepointExec(t *testing.T) {
 	guest.Require(t)
 	exe := os.Args[0]
-	// Older BTF (5.10's) does not name the arguments: --show finds the
-	// binprm by the name trawl list gives it.
-	list, stderr, status := runLimited(t, trawlCmd("list", "--json", execTracepoint), startLimit)
-	var listed struct{ Functions []jsonFunc }
-	if err := json.Unmarshal([]byte(list), &listed); status != 0 || err != nil || len(listed.Functions) != 1 || len(listed.Functions[0].Args) != 3 {
-		t.Fatalf("trawl list %s: status %d, %v\n%s%s", execTracepoint, status, err, list, stderr)
-	}
-	bprm := listed.Functions[0].Args[2]
-	if bprm.Type != "struct linux_binprm *" {
-		t.Fatalf("third argument %+v, want the struct linux_binprm *", bprm)
-	}
-	show := bprm.Name + "->filename"
+	show := execArgName(t) + "->filename"
 	cmd := trawlCmd("-q", "--json", "--show", show, execTracepoint, "--", exe, opensArg, "/proc/version")
 	out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
 	if status != 0 {
@@ -58,6 +47,40 @@ func TestTracepointExec(t *testing.T) {
 	if want := `{` + strconv.Quote(show) + `:` + strconv.Quote(exe) + `}`; string(e.Show) != want {
 		t.Errorf("shown %s, want %s", e.Show, want)
 	}
+}
+
+// TestTracepointFilter filters the command's exec by its binprm's argc,
+// 3 (the test binary, opensArg and a file): --filter argc == 3 keeps the
+// event, argc == 4 leaves it out in the kernel.
+func TestTracepointFilter(t *testing.T) {
+	guest.Require(t)
+	bprm := execArgName(t)
+	for want, argc := range []int{4, 3} {
+		cmd := trawlCmd("--json", "--filter", bprm+"->argc == "+strconv.Itoa(argc), execTracepoint, "--", os.Args[0], opensArg, "/proc/version")
+		out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
+		if status != 0 {
+			t.Fatalf("status %d\n%s", status, stderr)
+		}
+		if got := len(parseCalls(t, out)); got != want {
+			t.Errorf("argc == %d: %d events, want %d\n%s", argc, got, want, stderr)
+		}
+	}
+}
+
+// execArgName returns the name trawl gives sched_process_exec's binprm,
+// its third argument: 5.10's BTF does not name the arguments.
+func execArgName(t *testing.T) string {
+	t.Helper()
+	list, stderr, status := runLimited(t, trawlCmd("list", "--json", execTracepoint), startLimit)
+	var listed struct{ Functions []jsonFunc }
+	if err := json.Unmarshal([]byte(list), &listed); status != 0 || err != nil || len(listed.Functions) != 1 || len(listed.Functions[0].Args) != 3 {
+		t.Fatalf("trawl list %s: status %d, %v\n%s%s", execTracepoint, status, err, list, stderr)
+	}
+	bprm := listed.Functions[0].Args[2]
+	if bprm.Type != "struct linux_binprm *" {
+		t.Fatalf("third argument %+v, want the struct linux_binprm *", bprm)
+	}
+	return bprm.Name
 }
 
 // TestTracepointStats counts a tracepoint and a function together: the

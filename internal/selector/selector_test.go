@@ -274,6 +274,9 @@ func TestTracepointPatterns(t *testing.T) {
 			t.Errorf("%s: got %v, want ErrBadPattern", bad, err)
 		}
 	}
+	if p, err := Parse("tp:*:*(struct sk_buff*)"); err != nil || !p.Tracepoint || !slices.Equal(p.ArgTypes, []string{"struct sk_buff *"}) {
+		t.Errorf("tracepoints taking an skb: %+v, %v", p, err)
+	}
 	if names, ok := LiteralNames([]string{"vfs_read", "tp:sched:sched_switch"}); ok {
 		t.Errorf("LiteralNames: %v, want the whole catalogue for a tracepoint", names)
 	}
