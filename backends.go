@@ -67,7 +67,8 @@ func ChooseBackend(cfg Config) (b Backend, why string, err error) {
 	if err != nil {
 		return "", "", publicError(err)
 	}
-	chosen, why, err := backend.Choose(backend.Name(cfg.Backend), len(sel.Selected), withoutProto(sel.Selected), len(cfg.Entries) > 0, backend.LiveProbe)
+	functions := selectedFunctions(sel.Selected)
+	chosen, why, err := backend.Choose(backend.Name(cfg.Backend), len(functions), withoutProto(functions), len(cfg.Entries) > 0, backend.LiveProbe)
 	if err != nil {
 		return "", "", publicError(err)
 	}

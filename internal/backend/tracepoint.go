@@ -12,8 +12,8 @@ import (
 	"github.com/trawl-dev/trawl/internal/kernel"
 )
 
-// tracepointCost: a tp_btf program, its BTF and its link, half of what
-// fentry's two programs per function hold.
+// tracepointCost: a tp_btf program, its BTF and its link. Not measured:
+// half of fentryCost, which is for two programs and their links.
 var tracepointCost = perFunction{files: 3, memory: 34 << 10}
 
 // AttachTracepoints attaches a tp_btf program to each tracepoint target,
