@@ -49,10 +49,10 @@ type btfFuncs struct {
 	tracepoints map[string]btf.TypeID
 }
 
-// tracepointPrefix starts the name of the typedef the kernel declares for
+// btfTracePrefix starts the name of the typedef the kernel declares for
 // each tracepoint: a pointer to the prototype its programs are called
 // with.
-const tracepointPrefix = "btf_trace_"
+const btfTracePrefix = "btf_trace_"
 
 // scanFuncs indexes the FUNC types of one raw BTF object by name, reading
 // only the type headers, and only those keep needs (the prototypes of the names it keeps). base is nil for
@@ -126,7 +126,7 @@ func scanFuncs(raw []byte, base *btfStrings, keep *nameSet) (btfFuncs, btfString
 			funcs.ids[i] = append(funcs.ids[i], out.nextID)
 		}
 		if kind == kindTypedef {
-			if event, ok := bytes.CutPrefix(name(nameOff), []byte(tracepointPrefix)); ok {
+			if event, ok := bytes.CutPrefix(name(nameOff), []byte(btfTracePrefix)); ok {
 				funcs.tracepoints[string(event)] = out.nextID
 			}
 		}

@@ -95,15 +95,15 @@ func (f btfFuncs) first(name string) btf.TypeID {
 func tracepointProto(event string, typ btf.Type, named *btf.Func) (*btf.Func, error) {
 	def, ok := typ.(*btf.Typedef)
 	if !ok {
-		return nil, fmt.Errorf("%s%s is a %T, not a typedef", tracepointPrefix, event, typ)
+		return nil, fmt.Errorf("%s%s is a %T, not a typedef", btfTracePrefix, event, typ)
 	}
 	ptr, ok := def.Type.(*btf.Pointer)
 	if !ok {
-		return nil, fmt.Errorf("%s%s is not a pointer", tracepointPrefix, event)
+		return nil, fmt.Errorf("%s%s is not a pointer", btfTracePrefix, event)
 	}
 	proto, ok := ptr.Target.(*btf.FuncProto)
 	if !ok || len(proto.Params) == 0 {
-		return nil, fmt.Errorf("%s%s does not point to a prototype taking a context", tracepointPrefix, event)
+		return nil, fmt.Errorf("%s%s does not point to a prototype taking a context", btfTracePrefix, event)
 	}
 	var names []btf.FuncParam
 	if named != nil {
