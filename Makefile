@@ -67,12 +67,16 @@ bin/trawl-%: FORCE
 	GOARCH=$* $(GO) build -o $@ ./cmd/trawl
 
 # demo is the main job on a machine whose own kernel refuses BPF: trawl
-# in a throwaway guest, tracing its small built-in workload.
+# in a throwaway guest, tracing its small built-in workload. DEMO_ARGS
+# replaces the flags and patterns; --workload is added unless DEMO_ARGS
+# names a command after a `--` word, so that the guest never traces an
+# idle system until the runner's timeout.
 DEMO_KERNEL ?= amd64-6.12
-DEMO_ARGS   ?= --workload 'do_sys_openat2' 'vfs_read' 'vfs_write' 'tcp_sendmsg' 'tcp_recvmsg' 'inet_*connect' 'do_mmap'
+DEMO_ARGS   ?= 'do_sys_openat2' 'vfs_read' 'vfs_write' 'tcp_sendmsg' 'tcp_recvmsg' 'inet_*connect' 'do_mmap'
+DEMO_WORKLOAD = $(if $(filter --,$(DEMO_ARGS)),,--workload)
 demo: tools bin/trawl-amd64 bin/trawl-arm64
 	@bin/vmrun -fetch -kernel $(DEMO_KERNEL)
-	bin/vmrun -kernel $(DEMO_KERNEL) bin/trawl-$(firstword $(subst -, ,$(DEMO_KERNEL))) $(DEMO_ARGS)
+	bin/vmrun -kernel $(DEMO_KERNEL) bin/trawl-$(firstword $(subst -, ,$(DEMO_KERNEL))) $(DEMO_WORKLOAD) $(DEMO_ARGS)
 
 # readme-features probes every guest and rewrites the README's table.
 readme-features: tools fetch bin/trawl-amd64 bin/trawl-arm64
