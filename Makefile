@@ -154,8 +154,9 @@ ca-certificates:
 	@test -e /var/lib/dpkg/info/ca-certificates.md5sums || \
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -q -y --no-install-recommends ca-certificates; }
 
-# man rewrites docs/trawl.1 from the command line's flag definitions; a
-# test of cmd/trawl fails when the committed page is stale.
+# man rewrites docs/trawl.1 from the command line's flag definitions, and
+# docs/trawl-patterns.7 and docs/trawl-filter.7 from docs/patterns.md and
+# docs/filter.md; a test of cmd/trawl fails when a committed page is stale.
 .PHONY: man
 man:
 	$(GO) run ./cmd/trawl __man docs

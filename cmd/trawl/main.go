@@ -116,8 +116,8 @@ only when there were some (every count with --debug).
 A PATTERN is [!][MODULE:]NAME[(TYPE, ...)], NAME a glob or a /regexp/:
 'tcp_*', '!tcp_v6_*', 'nf_conntrack:*', '/^vfs_(read|write)$/',
 '*(struct sk_buff *)'. trawl list shows what patterns select.
-The pattern and --filter languages are described in docs/patterns.md and
-docs/filter.md.
+The pattern and --filter languages are described in trawl-patterns(7)
+and trawl-filter(7).
 
 A PATTERN tp:SUBSYSTEM[:EVENT], both globs, selects the kernel's BTF-typed
 tracepoints ('tp:sched:*', 'tp:skb:kfree_skb'), mixed freely with
