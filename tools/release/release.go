@@ -39,8 +39,33 @@ var docs = []struct{ src, name string }{
 	{"internal/bpf/LICENSE.GPL-2.0", "LICENSE.GPL-2.0"},
 }
 
-// manPage is trawl's man page, shipped when the commit has it.
+// manPage is trawl's man page, shipped in the tarball and the packages
+// when the commit has it.
 const manPage = "docs/trawl.1"
+
+// manPages are the man pages the packages install, gzipped, in
+// /usr/share/man/manN for a page NAME.N: each that the commit has.
+var manPages = []string{manPage, "docs/trawl-patterns.7", "docs/trawl-filter.7"}
+
+// packageDocs are the files the packages install in /usr/share/doc/trawl
+// besides docs: the security policy, and the documents of docs (*.md),
+// in a directory docs there, so that the README's links hold.
+var packageDocs = []struct{ src, name string }{
+	{"SECURITY.md", "SECURITY.md"},
+}
+
+// unit is the systemd unit the packages install, not enabled: a service
+// runs only once its administrator says what to trace.
+const unit = "deploy/trawl.service"
+
+// shells are the shells whose completion the packages install, with the
+// path of the script in the deb and in the rpm (the distributions differ
+// for zsh).
+var shells = []struct{ name, deb, rpm string }{
+	{"bash", "/usr/share/bash-completion/completions/trawl", "/usr/share/bash-completion/completions/trawl"},
+	{"zsh", "/usr/share/zsh/vendor-completions/_trawl", "/usr/share/zsh/site-functions/_trawl"},
+	{"fish", "/usr/share/fish/vendor_completions.d/trawl.fish", "/usr/share/fish/vendor_completions.d/trawl.fish"},
+}
 
 // Package metadata.
 const (
@@ -104,6 +129,14 @@ func release(ctx context.Context, o options) ([]string, error) {
 		return nil, err
 	}
 
+	// What the packages add to the tarballs' files, the same for every
+	// architecture: more docs, the man pages of section 7, the
+	// completions, which a build for this machine writes, and the unit.
+	extra, err := packageExtras(ctx, src, tmp)
+	if err != nil {
+		return nil, err
+	}
+
 	version := ""
 	var names []string
 	payloads := map[string]payload{}
@@ -117,7 +150,7 @@ func release(ctx context.Context, o options) ([]string, error) {
 			return nil, fmt.Errorf("the %s binary says version %s, the %s one %s", arches[0], version, arch, v)
 		}
 		version = v
-		pkg := payload{bin: bin, mtime: mtime}
+		pkg := payload{bin: bin, mtime: mtime, extra: extra}
 		for _, d := range docs {
 			pkg.docs = append(pkg.docs, file{name: d.name, src: filepath.Join(src, d.src)})
 		}
@@ -242,6 +275,64 @@ type payload struct {
 	docs  []file    // README, changelog and licenses
 	man   string    // the man page, "" if the commit has none
 	mtime time.Time // every file's time
+	extra extras    // what the packages install besides
+}
+
+// extras are the files the packages install beyond the tarball's.
+type extras struct {
+	docs        []file            // in /usr/share/doc/trawl, by their name there
+	man         []string          // the man pages other than trawl.1
+	completions map[string]string // the script of each shell, by its name
+	unit        string            // the systemd unit, "" if the commit has none
+}
+
+// packageExtras gathers the extras of the work tree src, with scratch
+// files in tmp.
+func packageExtras(ctx context.Context, src, tmp string) (extras, error) {
+	var e extras
+	for _, d := range packageDocs {
+		if _, err := os.Stat(filepath.Join(src, d.src)); err == nil {
+			e.docs = append(e.docs, file{name: d.name, src: filepath.Join(src, d.src)})
+		}
+	}
+	mds, err := filepath.Glob(filepath.Join(src, "docs", "*.md"))
+	if err != nil {
+		return e, err
+	}
+	for _, md := range mds {
+		e.docs = append(e.docs, file{name: "docs/" + filepath.Base(md), src: md})
+	}
+	for _, m := range manPages[1:] {
+		if _, err := os.Stat(filepath.Join(src, m)); err == nil {
+			e.man = append(e.man, filepath.Join(src, m))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(src, unit)); err == nil {
+		e.unit = filepath.Join(src, unit)
+	}
+	// The completions come from trawl's own completion command, which
+	// writes the same script on every architecture: a build for this
+	// machine runs it.
+	bin := filepath.Join(tmp, "host", "trawl")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/trawl")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return e, fmt.Errorf("building trawl for this machine: %w\n%s", err, out)
+	}
+	e.completions = map[string]string{}
+	for _, sh := range shells {
+		out, err := exec.CommandContext(ctx, bin, "completion", sh.name).Output()
+		if err != nil {
+			return e, fmt.Errorf("trawl completion %s: %w", sh.name, err)
+		}
+		path := filepath.Join(tmp, "host", "completion."+sh.name)
+		if err := os.WriteFile(path, out, 0o644); err != nil {
+			return e, err
+		}
+		e.completions[sh.name] = path
+	}
+	return e, nil
 }
 
 // tarball writes the payload as a gzipped tarball at path, its files in
@@ -293,12 +384,33 @@ func (p payload) pack(dir, format, arch, version, tmp string) (name string, err 
 	for _, d := range p.docs {
 		contents = append(contents, p.content(d.src, "/usr/share/doc/trawl/"+d.name, 0o644))
 	}
+	for _, d := range p.extra.docs {
+		contents = append(contents, p.content(d.src, "/usr/share/doc/trawl/"+d.name, 0o644))
+	}
+	pages := p.extra.man
 	if p.man != "" {
-		gz := filepath.Join(tmp, "trawl.1.gz")
-		if err := gzipFile(p.man, gz); err != nil {
+		pages = append([]string{p.man}, pages...)
+	}
+	for _, page := range pages {
+		name := filepath.Base(page)
+		gz := filepath.Join(tmp, name+".gz")
+		if err := gzipFile(page, gz); err != nil {
 			return "", err
 		}
-		contents = append(contents, p.content(gz, "/usr/share/man/man1/trawl.1.gz", 0o644))
+		section := name[strings.LastIndexByte(name, '.')+1:]
+		contents = append(contents, p.content(gz, "/usr/share/man/man"+section+"/"+name+".gz", 0o644))
+	}
+	for _, sh := range shells {
+		if script, ok := p.extra.completions[sh.name]; ok {
+			dst := sh.deb
+			if format == "rpm" {
+				dst = sh.rpm
+			}
+			contents = append(contents, p.content(script, dst, 0o644))
+		}
+	}
+	if p.extra.unit != "" {
+		contents = append(contents, p.content(p.extra.unit, "/usr/lib/systemd/system/trawl.service", 0o644))
 	}
 	info := nfpm.WithDefaults(&nfpm.Info{
 		Name:            "trawl",

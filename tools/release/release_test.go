@@ -118,8 +118,8 @@ func TestRelease(t *testing.T) {
 			}
 			deb := extractDeb(t, filepath.Join(a, find(t, names, "_"+arch+".deb")), arch, mtime)
 			rpm := extractRPM(t, filepath.Join(a, find(t, names, "."+rpmArch(arch)+".rpm")), arch, mtime)
-			for _, root := range []string{deb, rpm} {
-				checkInstalled(t, root, repo, bin)
+			for format, root := range map[string]string{"deb": deb, "rpm": rpm} {
+				checkInstalled(t, root, format, repo, bin)
 			}
 			if arch == runtime.GOARCH {
 				runTrawl(t, filepath.Join(deb, "usr/bin/trawl"), version, commit)
@@ -343,9 +343,10 @@ func extractRPM(t *testing.T, path, arch string, mtime time.Time) string {
 	return root
 }
 
-// checkInstalled checks the files a package installed under root: the
-// binary bin, the docs of repo and its man page, compressed.
-func checkInstalled(t *testing.T, root, repo, bin string) {
+// checkInstalled checks the files a package of format installed under
+// root: the binary bin, the docs of repo, its man pages, compressed, its
+// systemd unit, and the completions.
+func checkInstalled(t *testing.T, root, format, repo, bin string) {
 	t.Helper()
 	want := map[string][]byte{"usr/bin/trawl": read(t, filepath.Dir(bin), filepath.Base(bin))}
 	for _, d := range docs {
@@ -356,12 +357,43 @@ func checkInstalled(t *testing.T, root, repo, bin string) {
 			t.Errorf("%s: %s differs from what it should hold", root, name)
 		}
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(read(t, root, "usr/share/man/man1/trawl.1.gz")))
-	if err != nil {
-		t.Fatal(err)
+	for _, d := range packageDocs {
+		want["usr/share/doc/trawl/"+d.name] = read(t, repo, d.src)
 	}
-	if page, err := io.ReadAll(zr); err != nil || string(page) != testManPage {
-		t.Errorf("%s: man page %q (%v), want %q", root, page, err, testManPage)
+	mds, err := filepath.Glob(filepath.Join(repo, "docs", "*.md"))
+	if err != nil || len(mds) == 0 {
+		t.Fatalf("no docs/*.md in %s (%v)", repo, err)
+	}
+	for _, md := range mds {
+		want["usr/share/doc/trawl/docs/"+filepath.Base(md)] = read(t, filepath.Dir(md), filepath.Base(md))
+	}
+	want["usr/lib/systemd/system/trawl.service"] = read(t, repo, unit)
+	for name, data := range want {
+		if got := read(t, root, name); !bytes.Equal(got, data) {
+			t.Errorf("%s: %s differs from what it should hold", root, name)
+		}
+	}
+	pages := map[string][]byte{"usr/share/man/man1/trawl.1.gz": []byte(testManPage)}
+	for _, m := range manPages[1:] {
+		pages["usr/share/man/man7/"+filepath.Base(m)+".gz"] = read(t, repo, m)
+	}
+	for name, want := range pages {
+		zr, err := gzip.NewReader(bytes.NewReader(read(t, root, name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page, err := io.ReadAll(zr); err != nil || !bytes.Equal(page, want) {
+			t.Errorf("%s: %s holds %.40q... (%v), want %.40q...", root, name, page, err, want)
+		}
+	}
+	for _, sh := range shells {
+		path := sh.deb
+		if format == "rpm" {
+			path = sh.rpm
+		}
+		if script := read(t, root, strings.TrimPrefix(path, "/")); !bytes.Contains(script, []byte("trawl")) {
+			t.Errorf("%s: %s is not trawl's %s completion", root, path, sh.name)
+		}
 	}
 }
 
@@ -377,4 +409,130 @@ func runTrawl(t *testing.T, bin, version, commit string) {
 		t.Errorf("%s --version does not say version %s, commit %s:\n%s", bin, version, commit, out)
 	}
 	t.Logf("%s --version: %s", bin, strconv.Quote(string(out)))
+}
+
+// TestPackageContents packs a payload of stand-in files as a .deb and an
+// .rpm and lists what each installs: every file at its path, and nothing
+// else (no script enables the unit).
+func TestPackageContents(t *testing.T) {
+	tmp := t.TempDir()
+	stand := func(name string) string {
+		path := filepath.Join(tmp, "src", name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(name+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	p := payload{bin: stand("trawl"), man: stand("trawl.1"), mtime: time.Unix(1700000000, 0).UTC()}
+	for _, d := range docs {
+		p.docs = append(p.docs, file{name: d.name, src: stand(d.name)})
+	}
+	p.extra = extras{
+		docs:        []file{{"SECURITY.md", stand("SECURITY.md")}, {"docs/patterns.md", stand("docs/patterns.md")}},
+		man:         []string{stand("trawl-patterns.7"), stand("trawl-filter.7")},
+		completions: map[string]string{},
+		unit:        stand("trawl.service"),
+	}
+	for _, sh := range shells {
+		p.extra.completions[sh.name] = stand("completion." + sh.name)
+	}
+	common := []string{
+		"/usr/bin/trawl",
+		"/usr/share/doc/trawl/README.md", "/usr/share/doc/trawl/CHANGELOG.md",
+		"/usr/share/doc/trawl/LICENSE", "/usr/share/doc/trawl/LICENSE.GPL-2.0",
+		"/usr/share/doc/trawl/SECURITY.md", "/usr/share/doc/trawl/docs/patterns.md",
+		"/usr/share/man/man1/trawl.1.gz",
+		"/usr/share/man/man7/trawl-patterns.7.gz", "/usr/share/man/man7/trawl-filter.7.gz",
+		"/usr/share/bash-completion/completions/trawl",
+		"/usr/share/fish/vendor_completions.d/trawl.fish",
+		"/usr/lib/systemd/system/trawl.service",
+	}
+	for _, tc := range []struct{ format, zsh string }{
+		{"deb", "/usr/share/zsh/vendor-completions/_trawl"},
+		{"rpm", "/usr/share/zsh/site-functions/_trawl"},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			out := filepath.Join(tmp, tc.format)
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			name, err := p.pack(out, tc.format, "amd64", "v0.1.0", out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := packageFiles(t, filepath.Join(out, name), tc.format)
+			want := append(slices.Clone(common), tc.zsh)
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s installs\n%s\nwant\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// packageFiles lists the regular files a package installs: with dpkg-deb
+// -c for a .deb, from the header for an .rpm. It fails the test if the
+// package has maintainer scripts.
+func packageFiles(t *testing.T, path, format string) []string {
+	t.Helper()
+	var names []string
+	if format == "deb" {
+		if _, err := exec.LookPath("dpkg-deb"); err != nil {
+			t.Skip("no dpkg-deb to list the .deb with")
+		}
+		out, err := exec.Command("dpkg-deb", "-c", path).Output()
+		if err != nil {
+			t.Fatalf("dpkg-deb -c %s: %v", path, err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			fields := strings.Fields(line)
+			if len(fields) < 6 || !strings.HasPrefix(fields[0], "-") {
+				continue
+			}
+			names = append(names, strings.TrimPrefix(fields[len(fields)-1], "."))
+		}
+		ctrl, err := exec.Command("dpkg-deb", "--ctrl-tarfile", path).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(bytes.NewReader(ctrl))
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				break
+			}
+			if base := filepath.Base(h.Name); slices.Contains([]string{"preinst", "postinst", "prerm", "postrm"}, base) {
+				t.Errorf("%s has a %s script", path, base)
+			}
+		}
+		return names
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rpm, err := rpmutils.ReadRpm(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := rpm.Header.GetFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Mode()&0o170000 == 0o100000 {
+			names = append(names, f.Name())
+		}
+	}
+	for _, tag := range []int{rpmutils.PREIN, rpmutils.POSTIN, rpmutils.PREUN, rpmutils.POSTUN} {
+		if script, err := rpm.Header.GetString(tag); err == nil && script != "" {
+			t.Errorf("%s has a script (tag %d): %q", path, tag, script)
+		}
+	}
+	return names
 }
