@@ -186,6 +186,16 @@ const (
 	spareArm64 = "arm64-6.12"
 )
 
+// onlyOn skips the test but on the kernels named: for tests whose subject
+// is the same on every kernel, run where a guest's run of make test is
+// short, to keep it within the CI budget. what says what they check.
+func onlyOn(t *testing.T, what string, kernels ...string) {
+	t.Helper()
+	if k := guest.Kernel(); !slices.Contains(kernels, k) {
+		t.Skipf("%s is checked on %s only, to keep make test within the CI budget; this is %s", what, strings.Join(kernels, ", "), k)
+	}
+}
+
 // backendsHere returns the backends the guest's kernel has, skipping the
 // others with the reason. The per-function backends (fentry, kprobe) are
 // left out where the kernel has a newer one of their family: the guests
@@ -612,6 +622,7 @@ func TestFollowManyChildren(t *testing.T) {
 // of one page drops calls.
 func TestSummaryLines(t *testing.T) {
 	guest.Require(t)
+	onlyOn(t, "the summary, made in user space,", "arm64-5.10")
 	// The summary's lines: trawl's, but the reason it stopped and the
 	// functions skipped, which are no loss of calls.
 	summaryLines := func(stderr string) []string {
