@@ -49,16 +49,12 @@ func backendList() string {
 
 // ChooseBackend returns the backend Open would use for cfg on the running
 // kernel, and why. For BackendAuto it weighs attach cost, which grows
-// with the number of functions, against per-call cost: tracing-multi when
-// the kernel has it, one trampoline program per function (fsession, else
-// fentry) for up to 20 functions, a kprobe link for all of them
-// (kprobe-session, else kprobe-multi) for more, and where the kernel has
-// none of these (before 5.17, arm64 before 6.0) a classic kprobe per
-// function; the README, "Choosing a
-// backend", has the numbers. fsession and tracing-multi are passed over
-// when the selection has functions in modules, which they cannot attach.
+// with the number of functions, against per-call cost, as the registry's
+// ranking says (the README, "Choosing a backend", has the numbers). It
+// reads only the functions cfg names when its patterns name them in full,
+// as Open does.
 func ChooseBackend(cfg Config) (b Backend, why string, err error) {
-	cat, release, err := kernel.Hold()
+	cat, release, err := holdCatalogue(cfg)
 	if err != nil {
 		return "", "", err
 	}
