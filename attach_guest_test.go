@@ -36,6 +36,7 @@ const attachAllEnv = "TRAWL_ATTACH_ALL"
 // also loads programs per function.
 func TestFentryTooMany(t *testing.T) {
 	guest.Require(t)
+	guest.Only(t, "the memory check of per-function programs", guest.SpareAmd64, "arm64-5.10")
 	for _, b := range []trawl.Backend{trawl.BackendFentry, trawl.BackendKprobe} {
 		t.Run(string(b), func(t *testing.T) {
 			s, err := trawl.Open(t.Context(), trawl.Config{Patterns: []string{"*"}, Backend: b})

@@ -78,6 +78,7 @@ func capsOnly(keep []string, args []string) error {
 // counts the calls. Without CAP_BPF it fails, saying what it needs.
 func TestServiceCapabilities(t *testing.T) {
 	guest.Require(t)
+	guest.Only(t, "the service's capabilities", "amd64-5.10")
 	const opens = 5
 	files := slices.Repeat([]string{"/proc/version"}, opens)
 	run := func(caps []string) (string, int) {

@@ -33,11 +33,11 @@ const workloadFunc = "do_sys_openat2"
 // calls captured in every guest (TestFormatsAgree).
 func TestFormats(t *testing.T) {
 	guest.Require(t)
-	if k := guest.Kernel(); k != spareAmd64 {
+	if k := guest.Kernel(); k != guest.SpareAmd64 {
 		// The formats are user space: TestFormatsAgree checks each
 		// against calls captured in every guest, the host tests the
 		// flags that choose them.
-		t.Skipf("the command line's outputs are traced on %s only, to keep make test within the CI budget; this is %s", spareAmd64, k)
+		t.Skipf("the command line's outputs are traced on %s only, to keep make test within the CI budget; this is %s", guest.SpareAmd64, k)
 	}
 	dir := t.TempDir()
 	jsonLines := func(t *testing.T, out []byte) {
@@ -113,8 +113,8 @@ func TestFormats(t *testing.T) {
 // catalogue is read once) and before -o's file is touched.
 func TestHistNotSelected(t *testing.T) {
 	guest.Require(t)
-	if k := guest.Kernel(); k != spareAmd64 {
-		t.Skipf("the check is user space, traced on %s only to keep make test within the CI budget; this is %s", spareAmd64, k)
+	if k := guest.Kernel(); k != guest.SpareAmd64 {
+		t.Skipf("the check is user space, traced on %s only to keep make test within the CI budget; this is %s", guest.SpareAmd64, k)
 	}
 	existing := filepath.Join(t.TempDir(), "existing")
 	if err := os.WriteFile(existing, []byte("keep me\n"), 0o644); err != nil {

@@ -25,15 +25,15 @@ import (
 )
 
 // requireCollector returns the guest's OpenTelemetry Collector, skipping
-// the test on every guest but spareAmd64 (internal/vmtest/suite shares
+// the test on every guest but guest.SpareAmd64 (internal/vmtest/suite shares
 // the collector with that one): building one takes minutes an
 // architecture on a fresh machine, and starting one minutes under
 // emulation, which the suite's CI budget does not have twice over.
 func requireCollector(t *testing.T) string {
 	t.Helper()
 	guest.Require(t)
-	if k := guest.Kernel(); k != spareAmd64 {
-		t.Skipf("an OpenTelemetry Collector runs on %s only, to keep make test within the CI budget; this is %s", spareAmd64, k)
+	if k := guest.Kernel(); k != guest.SpareAmd64 {
+		t.Skipf("an OpenTelemetry Collector runs on %s only, to keep make test within the CI budget; this is %s", guest.SpareAmd64, k)
 	}
 	bin, err := guest.Otelcol()
 	if err != nil {

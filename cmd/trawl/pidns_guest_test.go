@@ -91,7 +91,7 @@ func TestPIDNamespace(t *testing.T) {
 	// The translation is one helper on every kernel; the 5.10 guests add
 	// the older ways of reading a task's ids (the helpers, and the kprobe
 	// backend on arm64).
-	onlyOn(t, "tracing from a PID namespace", "amd64-5.10", "arm64-5.10")
+	guest.Only(t, "tracing from a PID namespace", "amd64-5.10", "arm64-5.10")
 	exe := os.Args[0]
 	comm := filepath.Base(exe)[:min(15, len(filepath.Base(exe)))]
 

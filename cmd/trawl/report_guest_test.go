@@ -22,7 +22,7 @@ import (
 // backend (a trampoline's stack lacks the function, which trawl adds).
 func TestReportRecording(t *testing.T) {
 	guest.Require(t)
-	onlyOn(t, "a recording and its report", spareArm64)
+	guest.Only(t, "a recording and its report", guest.SpareArm64)
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "rec.json")
 	_, stderr, status := runLimited(t, trawlCmd("-f", "json", "--stack", "-o", rec, "--workload", workloadFunc), startLimit+stopLimit)

@@ -50,6 +50,9 @@ func soakSize() (args []string, d time.Duration) {
 func TestSoak(t *testing.T) {
 	guest.Require(t)
 	what, d := soakSize()
+	if os.Getenv(soakEnv) != "full" {
+		guest.Only(t, "the short soak", "amd64-6.12")
+	}
 	backend := ""
 	for _, b := range []trawl.Backend{trawl.BackendKprobeSession, trawl.BackendKprobeMulti} {
 		if _, _, err := trawl.ChooseBackend(trawl.Config{Patterns: []string{"vfs_read"}, Backend: b}); err == nil {

@@ -177,25 +177,6 @@ func hotloop(d time.Duration) []string {
 	return []string{os.Args[0], hotloopArg, d.String()}
 }
 
-// The guests with the shortest runs of make test take the tests that need
-// one guest of an architecture, not each kernel (the command line's
-// outputs, the exporters with their servers): amd64-7.3's run, with every
-// backend, is the longest.
-const (
-	spareAmd64 = "amd64-6.1"
-	spareArm64 = "arm64-6.12"
-)
-
-// onlyOn skips the test but on the kernels named: for tests whose subject
-// is the same on every kernel, run where a guest's run of make test is
-// short, to keep it within the CI budget. what says what they check.
-func onlyOn(t *testing.T, what string, kernels ...string) {
-	t.Helper()
-	if k := guest.Kernel(); !slices.Contains(kernels, k) {
-		t.Skipf("%s is checked on %s only, to keep make test within the CI budget; this is %s", what, strings.Join(kernels, ", "), k)
-	}
-}
-
 // backendsHere returns the backends the guest's kernel has, skipping the
 // others with the reason. The per-function backends (fentry, kprobe) are
 // left out where the kernel has a newer one of their family: the guests
@@ -203,25 +184,26 @@ func onlyOn(t *testing.T, what string, kernels ...string) {
 // on 5.10 and arm64-6.12), and the same programs and links would be
 // tested again under emulation.
 func backendsHere(t *testing.T) []string {
-	var have []string
+	have, notes := kernelBackends()
+	for _, n := range notes {
+		t.Log(n)
+	}
+	return slices.Clone(have)
+}
+
+// kernelBackends works out backendsHere's list once per test process, as
+// it does not change in a boot; notes say why each backend left out is.
+var kernelBackends = sync.OnceValues(func() (have, notes []string) {
 	for _, b := range backends[1:] {
 		if _, _, err := trawl.ChooseBackend(trawl.Config{Patterns: []string{hotFunc}, Backend: trawl.Backend(b)}); err != nil {
-			t.Logf("%s: skipped on %s: %v", b, guest.Kernel(), err)
+			notes = append(notes, fmt.Sprintf("%s: skipped on %s: %v", b, guest.Kernel(), err))
 			continue
 		}
 		have = append(have, b)
 	}
-	for old, newer := range map[string][]string{
-		string(trawl.BackendFentry): {string(trawl.BackendFsession), string(trawl.BackendTracingMulti)},
-		string(trawl.BackendKprobe): {string(trawl.BackendKprobeMulti), string(trawl.BackendKprobeSession)},
-	} {
-		if slices.Contains(have, old) && slices.ContainsFunc(newer, func(b string) bool { return slices.Contains(have, b) }) {
-			t.Logf("%s: skipped on %s, which has %v: tested where it is the best of its family", old, guest.Kernel(), newer)
-			have = slices.DeleteFunc(have, func(b string) bool { return b == old })
-		}
-	}
-	return have
-}
+	have, more := guest.NewestOfFamily(have)
+	return have, append(notes, more...)
+})
 
 // onePerFamily returns the newest trampoline backend and the newest kprobe
 // backend the guest's kernel has: for tests of what the capture program
@@ -374,6 +356,7 @@ func TestStopUnderLoad(t *testing.T) {
 // pipe trawl writes to.
 func TestStopSystemWide(t *testing.T) {
 	guest.Require(t)
+	guest.Only(t, "stopping a system-wide trace", guest.SpareAmd64, "arm64-5.10")
 	for _, tc := range []struct {
 		name    string
 		signals int // how many SIGINTs; -1: SIGTERM, -2: SIGHUP, 0: close the pipe
@@ -521,6 +504,7 @@ func (b *syncBuffer) when(text string) time.Time {
 // status of SIGINT.
 func TestStopDuringAttach(t *testing.T) {
 	guest.Require(t)
+	guest.Only(t, "stopping during a per-function attach", guest.SpareAmd64, guest.SpareArm64)
 	b := trawl.BackendFentry
 	if _, _, err := trawl.ChooseBackend(trawl.Config{Patterns: []string{hotFunc}, Backend: b}); err != nil {
 		t.Logf("%s: %v", b, err)
@@ -600,6 +584,7 @@ func forkloop(n int) error {
 // its entry goes, so every child is followed and none is missed.
 func TestFollowManyChildren(t *testing.T) {
 	guest.Require(t)
+	guest.Only(t, "following many children", "amd64-5.10")
 	const children = 10000
 	cmd := trawlCmd("--stats", forkloopFunc, "--", os.Args[0], forkloopArg, strconv.Itoa(children))
 	_, stderr, status := runLimited(t, cmd, 20*time.Minute)
@@ -622,7 +607,7 @@ func TestFollowManyChildren(t *testing.T) {
 // of one page drops calls.
 func TestSummaryLines(t *testing.T) {
 	guest.Require(t)
-	onlyOn(t, "the summary, made in user space,", "arm64-5.10")
+	guest.Only(t, "the summary, made in user space,", "arm64-5.10")
 	// The summary's lines: trawl's, but the reason it stopped and the
 	// functions skipped, which are no loss of calls.
 	summaryLines := func(stderr string) []string {

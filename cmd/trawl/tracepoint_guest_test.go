@@ -54,7 +54,7 @@ func TestTracepointExec(t *testing.T) {
 // event, argc == 4 leaves it out in the kernel.
 func TestTracepointFilter(t *testing.T) {
 	guest.Require(t)
-	onlyOn(t, "--filter on a tracepoint", "amd64-5.10", spareArm64)
+	guest.Only(t, "--filter on a tracepoint", "amd64-5.10", guest.SpareArm64)
 	bprm := execArgName(t)
 	for want, argc := range []int{4, 3} {
 		cmd := trawlCmd("--json", "--filter", bprm+"->argc == "+strconv.Itoa(argc), execTracepoint, "--", os.Args[0], opensArg, "/proc/version")
@@ -88,7 +88,7 @@ func execArgName(t *testing.T) string {
 // command's exec and its opens.
 func TestTracepointStats(t *testing.T) {
 	guest.Require(t)
-	onlyOn(t, "--stats of tracepoints and functions", "amd64-5.10", spareArm64)
+	guest.Only(t, "--stats of tracepoints and functions", "amd64-5.10", guest.SpareArm64)
 	const opens = 3
 	cmd := trawlCmd(append([]string{"-q", "--stats", execTracepoint, "do_sys_openat2", "--", os.Args[0], opensArg},
 		slices.Repeat([]string{"/proc/version"}, opens)...)...)
@@ -116,7 +116,7 @@ func TestTracepointStats(t *testing.T) {
 // several of them fire while the command runs.
 func TestTracepointGlob(t *testing.T) {
 	guest.Require(t)
-	onlyOn(t, "a glob of tracepoints", "amd64-5.10", spareArm64)
+	guest.Only(t, "a glob of tracepoints", "amd64-5.10", guest.SpareArm64)
 	cmd := trawlCmd("--json", "tp:sched:*", "--", os.Args[0], opensArg, "/proc/version")
 	out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
 	if status != 0 {

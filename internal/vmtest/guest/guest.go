@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -158,6 +160,51 @@ func Require(tb testing.TB) {
 	if os.Geteuid() != 0 {
 		tb.Fatal("test bed guests run tests as root, but this process is not root")
 	}
+}
+
+// The guests whose runs of make test are the shortest (the fewest
+// backends) take the tests that need one guest, or one of each
+// architecture, rather than each kernel: what trawl does alike on every
+// kernel (its outputs, its servers, the end of a trace) is checked there
+// once, and the newest kernels' runs, with every backend, stay short.
+const (
+	SpareAmd64 = "amd64-6.1"
+	SpareArm64 = "arm64-6.12"
+)
+
+// Only skips the test unless it runs in one of the guests named (as
+// "amd64-7.3"), saying that what it checks is checked there alone. Tests
+// of what does not depend on the kernel call it, to keep make test within
+// its time.
+func Only(tb testing.TB, what string, kernels ...string) {
+	tb.Helper()
+	if k := Kernel(); !slices.Contains(kernels, k) {
+		tb.Skipf("%s is checked on %s only, to keep make test within the CI budget; this is %s", what, strings.Join(kernels, ", "), k)
+	}
+}
+
+// NewestOfFamily leaves out of have, a list of backend names a kernel
+// can attach with, the per-function backends where the kernel has a newer
+// one of their family (fentry where fsession or tracing-multi is, kprobe
+// where kprobe-multi or kprobe-session is), with a note for each: the
+// guests where they are the best choice test them (fentry on 5.10-6.12,
+// kprobe on 5.10 and arm64-6.12), and under emulation the same programs
+// and links need not be tested again.
+func NewestOfFamily(have []string) (kept, notes []string) {
+	kept = slices.Clone(have)
+	for _, f := range []struct {
+		old   string
+		newer []string
+	}{
+		{"fentry", []string{"fsession", "tracing-multi"}},
+		{"kprobe", []string{"kprobe-multi", "kprobe-session"}},
+	} {
+		if slices.Contains(kept, f.old) && slices.ContainsFunc(f.newer, func(b string) bool { return slices.Contains(kept, b) }) {
+			notes = append(notes, fmt.Sprintf("%s: skipped on %s, which has %v: tested where it is the best of its family", f.old, Kernel(), f.newer))
+			kept = slices.DeleteFunc(kept, func(b string) bool { return b == f.old })
+		}
+	}
+	return kept, notes
 }
 
 // HostOnly skips the test inside a test bed guest. Tests that need
