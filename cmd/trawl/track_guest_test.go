@@ -126,18 +126,18 @@ func journeysOf(t *testing.T, out string) map[string][]trackCall {
 var trackLine = regexp.MustCompile(`trawl: --track: (\d+) journeys, (\d+) objects tracked: (\d+) freed, (\d+) expired, (\d+) evicted`)
 
 // trackBackends are the backends of the guest's kernel that --track is
-// tested with: the kprobe ones, which take thousands of functions.
+// tested with: the newest kprobe link, which takes thousands of functions
+// (kprobe-session and kprobe-multi share the tracking code of the capture
+// program).
 func trackBackends(t *testing.T) []string {
-	var bs []string
-	for _, b := range backendsHere(t) {
-		if trawl.Backend(b) == trawl.BackendKprobeMulti || trawl.Backend(b) == trawl.BackendKprobeSession {
-			bs = append(bs, b)
+	have := backendsHere(t)
+	for _, b := range []trawl.Backend{trawl.BackendKprobeSession, trawl.BackendKprobeMulti} {
+		if slices.Contains(have, string(b)) {
+			return []string{string(b)}
 		}
 	}
-	if len(bs) == 0 {
-		t.Skipf("no kprobe backend on %s", guest.Kernel())
-	}
-	return bs
+	t.Skipf("no kprobe link on %s", guest.Kernel())
+	return nil
 }
 
 // index returns the position of the first call whose function f
