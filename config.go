@@ -28,7 +28,9 @@ type Config struct {
 	// Patterns may then be empty. With Errors, only the error chains of
 	// entry calls that fail are sent (see Call.Chain): Errnos,
 	// ExceptErrnos and a Filter using ret then decide on the entry call's
-	// return, and MinDuration on the entry call's duration.
+	// return, and MinDuration on the entry call's duration. The
+	// tracepoints of Patterns are traced inside entry calls as functions
+	// are; an entry pattern cannot be a tracepoint's.
 	Entries []string
 	// Backend is BackendAuto (see ChooseBackend), BackendFentry (5.17+,
 	// cookies 6.0+), BackendKprobeMulti (5.18+; arm64 6.14+ in practice),
@@ -225,9 +227,13 @@ func (cfg Config) Validate() error {
 	if len(cfg.Patterns) == 0 && len(cfg.Entries) == 0 {
 		return &configError{&matchError{errors.New("no pattern: say which functions to trace, e.g. trawl 'tcp_*'"), ErrBadPattern}}
 	}
-	for _, p := range append(slices.Clone(cfg.Patterns), cfg.Entries...) {
-		if _, err := selector.Parse(p); err != nil {
+	for i, p := range append(slices.Clone(cfg.Patterns), cfg.Entries...) {
+		pat, err := selector.Parse(p)
+		if err != nil {
 			return bad("%w", publicError(err))
+		}
+		if i >= len(cfg.Patterns) && pat.Tracepoint {
+			return bad("--entry %q: a tracepoint's event is no call that others run inside: give --entry functions, and the tracepoint as a pattern", p)
 		}
 	}
 	if cfg.Backend != "" && !slices.Contains(Backends, cfg.Backend) {

@@ -154,9 +154,6 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe backend.Probe)
 	if s.sel, s.entries, err = selectWithEntries(cat, cfg.Patterns, cfg.Entries); err != nil {
 		return err
 	}
-	if err := checkTracepoints(s.sel.Selected, cfg); err != nil {
-		return err
-	}
 	if cfg.Track != "" {
 		if s.track, err = newTracker(cfg.Track, s.sel.Selected); err != nil {
 			return err
@@ -180,29 +177,6 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe backend.Probe)
 		}
 	}
 	return s.backend.Fits(len(functions))
-}
-
-// checkTracepoints refuses, when tracepoints are selected, what only
-// functions have: an entry call to wait for, a return value, a journey
-// through calls. A tracepoint's event is a call without duration.
-func checkTracepoints(selected []*kernel.Function, cfg Config) error {
-	i := slices.IndexFunc(selected, (*kernel.Function).IsTracepoint)
-	if i < 0 {
-		return nil
-	}
-	for _, refused := range []struct {
-		set  bool
-		what string
-	}{
-		{len(cfg.Entries) > 0, "--entry"},
-		{cfg.Track != "", "--track"},
-		{cfg.Stack, "--stack"},
-	} {
-		if refused.set {
-			return fmt.Errorf("%w: %s does not work with tracepoints (%s selected): trace them in a trace of their own", ErrBadConfig, refused.what, selected[i].Name)
-		}
-	}
-	return nil
 }
 
 // selectedFunctions returns the selected functions, leaving out the

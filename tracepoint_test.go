@@ -4,25 +4,22 @@ package trawl
 
 import (
 	"errors"
+	"strings"
 	"testing"
-
-	"github.com/trawl-dev/trawl/internal/kernel"
 )
 
-// TestCheckTracepoints refuses what only functions have once a
-// tracepoint is selected, and nothing without one.
-func TestCheckTracepoints(t *testing.T) {
-	fn := &kernel.Function{Name: "vfs_read"}
-	tp := &kernel.Function{Name: "tp:sched:sched_switch", Event: "sched_switch", Subsystem: "sched"}
-	for _, cfg := range []Config{{Entries: []string{"vfs_read"}}, {Track: "skb"}, {Stack: true}} {
-		if err := checkTracepoints([]*kernel.Function{fn, tp}, cfg); !errors.Is(err, ErrBadConfig) {
-			t.Errorf("%+v with a tracepoint: %v, want ErrBadConfig", cfg, err)
-		}
-		if err := checkTracepoints([]*kernel.Function{fn}, cfg); err != nil {
-			t.Errorf("%+v without a tracepoint: %v", cfg, err)
-		}
+// TestValidateTracepoints takes tracepoints with --entry, --track and
+// --stack, and refuses a tracepoint as an entry pattern.
+func TestValidateTracepoints(t *testing.T) {
+	ok := Config{Patterns: []string{"tp:skb:kfree_skb", "udp_*"}, Entries: []string{"__x64_sys_sendto"}, Track: "skb", Stack: true}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("tracepoints with --entry, --track and --stack: %v", err)
 	}
-	if err := checkTracepoints([]*kernel.Function{tp}, Config{}); err != nil {
-		t.Errorf("a tracepoint alone: %v", err)
+	for _, entry := range []string{"tp:sched:*", "!tp:skb:kfree_skb"} {
+		bad := Config{Patterns: []string{"vfs_read"}, Entries: []string{"do_sys_openat2", entry}}
+		err := bad.Validate()
+		if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "--entry \""+entry+"\"") {
+			t.Errorf("--entry %s: %v, want ErrBadConfig naming it", entry, err)
+		}
 	}
 }

@@ -26,8 +26,8 @@ func timelineTask(c *call.Call) (pid, tid uint64) {
 // ChromeJSON writes a Chrome trace event file (JSON object format), which
 // the Perfetto UI and chrome://tracing open as a timeline: one complete slice
 // ("ph":"X") per call on its process and thread track; process and thread
-// names as metadata events; calls whose entry or exit was not seen as
-// instant events ("ph":"i"). Times are in µs of the kernel clock, with ns
+// names as metadata events; calls whose entry or exit was not seen, and
+// tracepoints' events, as instant events ("ph":"i") on the thread's track. Times are in µs of the kernel clock, with ns
 // precision.
 //
 // A slice's args hold the keys of the call's JSON line (see JSON) that the
@@ -39,6 +39,7 @@ func timelineTask(c *call.Call) (pid, tid uint64) {
 //	errno  string  error name when ret is a negative error number or error pointer
 //	cpu    number  CPU the call ended on
 //	chain  number  the error chain of the call (--entry --errors); absent outside chains
+//	kind   string  "tracepoint" for a tracepoint's event; absent for a function's call
 //	stack  array   the kernel stack at entry (--stack), innermost first; absent without
 //	flags  array   of "entry_only", "exit_only", "missed", "origin"; absent when none
 //
@@ -84,7 +85,7 @@ func (p *ChromeJSON) Call(c *call.Call) error {
 	} else {
 		b = append(b, `"vmlinux"`...)
 	}
-	if c.Flags&(call.EntryOnly|call.ExitOnly) != 0 {
+	if c.Flags&(call.EntryOnly|call.ExitOnly|call.Event) != 0 {
 		b = append(b, `,"ph":"i","s":"t"`...)
 	} else {
 		b = append(b, `,"ph":"X","dur":`...)
@@ -124,8 +125,11 @@ func (p *ChromeJSON) Call(c *call.Call) error {
 		b = append(b, `,"chain":`...)
 		b = strconv.AppendUint(b, uint64(c.Chain), 10)
 	}
+	if c.Flags&call.Event != 0 {
+		b = append(b, `,"kind":"tracepoint"`...)
+	}
 	b = appendJSONStack(b, c.Stack)
-	b = appendJSONFlags(b, c.Flags)
+	b = appendJSONFlags(b, c.Flags&^call.Event)
 	b = append(b, "}}"...)
 	p.buf = b
 	_, err := p.w.Write(b)

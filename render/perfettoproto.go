@@ -25,7 +25,8 @@ import (
 // Each process and thread gets a track, described (pid, tid, name) before
 // its first event; a call is a slice on its thread's track, a
 // TYPE_SLICE_BEGIN and a TYPE_SLICE_END event, or a TYPE_INSTANT event
-// when its entry or exit was not seen. Event names (the function),
+// when its entry or exit was not seen; a tracepoint's event is a
+// TYPE_INSTANT event, inside the slice of the call it happened in. Event names (the function),
 // categories (the module, "vmlinux" for the kernel), annotation names and
 // the strings of enumerators, error names, flags and pointers into
 // symbols are interned: written once, in the packet that first uses them,
@@ -37,7 +38,7 @@ import (
 //
 // A slice's debug annotations are the args of ChromeJSON, with the same
 // names, nesting and values (also in docs/json-schema.md): args (the
-// function's arguments), ret, errno, cpu and flags. Values map to
+// function's arguments), ret, errno, cpu, kind and flags. Values map to
 // annotation values as they map to JSON values, with these differences: a
 // pointer that is NULL or not into a symbol is a pointer_value (the UI
 // shows it in hex); a float that is not finite keeps its value; null (a
@@ -198,7 +199,7 @@ func (p *PerfettoProto) Call(c *call.Call) error {
 	b = appendVarintField(b, eventCategory, p.intern(&p.categories, category))
 	b = appendVarintField(b, eventNameIID, p.intern(&p.eventNames, c.Func))
 	typ := uint64(typeSliceBegin)
-	if c.Flags&(call.EntryOnly|call.ExitOnly) != 0 {
+	if c.Flags&(call.EntryOnly|call.ExitOnly|call.Event) != 0 {
 		typ = typeInstant
 	}
 	b = appendVarintField(b, eventType, typ)
@@ -382,7 +383,12 @@ func (p *PerfettoProto) appendAnnotations(b []byte, c *call.Call) []byte {
 		}
 		b = appendClose(b, ann)
 	}
-	if c.Flags != 0 {
+	if c.Flags&call.Event != 0 {
+		b, ann = p.openAnnotation(b, eventDebug, "kind")
+		b = appendVarintField(b, debugStringValueIID, p.intern(&p.strs, "tracepoint"))
+		b = appendClose(b, ann)
+	}
+	if c.Flags&^call.Event != 0 {
 		b, ann = p.openAnnotation(b, eventDebug, "flags")
 		for _, fl := range []struct {
 			flag call.CallFlags

@@ -39,9 +39,7 @@ func TestBadInput(t *testing.T) {
 		want   string
 	}{
 		{"pid zero", []string{"-p", "0", "vfs_read"}, 2, "process id 0 out of range"},
-		{"tracepoint in a tree", []string{"--tree", "tp:sched:*"}, 2, "--format tree does not show tracepoints"},
-		{"tracepoint in chrome-json", []string{"-f", "chrome-json", "vfs_read", "tp:sched:*"}, 2, "--format chrome-json does not show tracepoints"},
-		{"tracepoint as a span", []string{"--otlp", "grpc://localhost:4317", "tp:sched:*"}, 2, "--otlp without --stats does not show tracepoints"},
+		{"tracepoint as an entry", []string{"--entry", "tp:sched:*", "vfs_read"}, 2, "a tracepoint's event is no call"},
 		{"pid negative", []string{"-p", "-5", "vfs_read"}, 2, "process id -5 out of range"},
 		{"pid wraps uint32", []string{"-p", "4294967297", "vfs_read"}, 2, "out of range"},
 		{"pid not a number", []string{"-p", "init", "vfs_read"}, 2, `not a process id: "init"`},

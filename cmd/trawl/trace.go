@@ -489,9 +489,6 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 			return err
 		}
 	}
-	if err := f.checkTracepoints(patterns); err != nil {
-		return err
-	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -768,27 +765,6 @@ func (f *traceFlags) outputFormat() string {
 		return formatStats
 	}
 	return f.format
-}
-
-// checkTracepoints refuses the outputs that draw calls as spans of time
-// (tree, perfetto, chrome-json, OTLP spans) when a pattern selects
-// tracepoints, whose events have none.
-func (f *traceFlags) checkTracepoints(patterns []string) error {
-	i := slices.IndexFunc(patterns, func(p string) bool { return strings.HasPrefix(p, "tp:") })
-	if i < 0 {
-		return nil
-	}
-	refuse := ""
-	switch format := f.outputFormat(); {
-	case format == formatTree || format == formatPerfetto || format == formatChromeJSON:
-		refuse = "--format " + format
-	case f.otlp != "" && format != formatStats:
-		refuse = "--otlp without --stats"
-	}
-	if refuse == "" {
-		return nil
-	}
-	return fmt.Errorf("%w: %s does not show tracepoints (%s): use text, json or --stats", errUsage, refuse, patterns[i])
 }
 
 // open creates the output file of -o or --perfetto, or returns stdout,

@@ -92,14 +92,13 @@ static __always_inline void one_entry(void *ctx, int kprobe)
 	struct shadow *s;
 	const struct plan *p;
 	struct call *c;
-	/* A kprobe's stack position is its stack pointer, a trampoline's its
-	 * context; the track flag is 0 on trampolines, as --track, which
-	 * reads arguments with bpf_get_func_arg there, is refused where
-	 * fentry_one serves (before 5.17). */
+	/* A kprobe's stack position is its stack pointer, a trampoline's or
+	 * a tracepoint's its context, from which --track reads the slots
+	 * (CTX_ONE). */
 	__u64 sp = kprobe ? ctx_u64(ctx, REG_SP) : (__u64)ctx;
 
 	p = bpf_map_lookup_elem(&plans, &func);
-	if (!p || !(c = push(ctx, &s, &d, func, p, sp, kprobe ? KPROBE_ONE : 0)))
+	if (!p || !(c = push(ctx, &s, &d, func, p, sp, kprobe ? KPROBE_ONE : CTX_ONE)))
 		return;
 	c->ip = func;
 	if (kprobe)

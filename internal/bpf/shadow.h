@@ -17,7 +17,8 @@ static __always_inline __u32 slot_of(__u32 d)
  * stale_gate), on the task's shadow stack and returns it, with its depth
  * in *dp, or 0 when the call is not traced (filtered, no storage or too
  * deep). *sp is set once the shadow's depth counts the call. ctx is the
- * program's, a kprobe's if kprobe is set. */
+ * program's: a kprobe's if kprobe is KPROBE_MANY or KPROBE_ONE, one whose
+ * slots it holds if CTX_ONE, a trampoline's if 0. */
 static __always_inline struct call *push(void *ctx, struct shadow **sp, __u32 *dp, __u32 func, const struct plan *p, __u64 pos, int kprobe)
 {
 	struct shadow *s;

@@ -136,6 +136,11 @@ static __always_inline __u64 track_lookup(void *ctx, struct call *c, const struc
 	return 0;
 }
 
+/* The kprobe argument of push for the programs serving one function or
+ * tracepoint whose slots are their context's (fentry_one, tp_btf_one):
+ * track_seen copies them from there, as tp_btf has no bpf_get_func_arg. */
+#define CTX_ONE 3
+
 /* track_seen says whether a call of plan p, whose task filters refused
  * it, receives a tracked object, before it is pushed: read from the
  * program's ctx, so that the calls of other tasks that receive none,
@@ -149,7 +154,9 @@ static __always_inline int track_seen(void *ctx, const struct plan *p, int kprob
 	for (int i = 0; i < MAX_SLOTS; i++) {
 		if (!(p->track_slots >> i & 1))
 			continue;
-		if (!kprobe) {
+		if (kprobe == CTX_ONE) {
+			bpf_probe_read_kernel(&v, 8, (char *)ctx + 8 * i);
+		} else if (!kprobe) {
 			bpf_get_func_arg(ctx, i, &v);
 		} else {
 			src = p->src[i];
