@@ -93,24 +93,43 @@ func (s *stackFrames) frames(id uint32) []string {
 // starting at fn, innermost first, as the kprobe backends' stacks do. A
 // trampoline runs before the function makes its frame, so the unwinder
 // starts at its caller: for the trampoline backends, startAt puts the
-// function first, at its entry ("name+0x0"), unless the stack has it.
+// function first, at its entry ("name+0x0"), unless the stack has it. A
+// tracepoint's stack starts at the function that fired it, without the
+// kernel's frames that run its programs (see tracepointRunner).
 func (s *stackFrames) startAt(id uint32, fn *kernel.Function) []string {
 	frames := s.frames(id)
-	if !s.trampoline || frames == nil {
+	if frames == nil || !s.trampoline && !fn.IsTracepoint() {
 		return frames
 	}
 	key := startKey{id, fn}
 	if f, ok := s.started[key]; ok {
 		return f
 	}
-	first := fn.Name + "+0x0"
-	if fn.Module != "" {
-		first += " [" + fn.Module + "]"
-	}
 	f := frames
-	if !strings.HasPrefix(frames[0], fn.Name+"+") {
+	switch {
+	case fn.IsTracepoint():
+		for len(f) > 1 && tracepointRunner(f[0]) {
+			f = f[1:]
+		}
+	case !strings.HasPrefix(frames[0], fn.Name+"+"):
+		first := fn.Name + "+0x0"
+		if fn.Module != "" {
+			first += " [" + fn.Module + "]"
+		}
 		f = append([]string{first}, frames...)
 	}
 	s.started[key] = f
 	return f
+}
+
+// tracepointRunner says whether a frame is of the kernel's code that runs
+// a tracepoint's BPF programs: __traceiter_EVENT (without static calls),
+// __bpf_trace_CLASS and bpf_trace_runN.
+func tracepointRunner(frame string) bool {
+	for _, prefix := range []string{"__traceiter_", "__bpf_trace_", "bpf_trace_run"} {
+		if strings.HasPrefix(frame, prefix) {
+			return true
+		}
+	}
+	return false
 }

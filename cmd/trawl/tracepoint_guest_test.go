@@ -5,11 +5,13 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
 
@@ -134,4 +136,155 @@ func TestTracepointGlob(t *testing.T) {
 		t.Errorf("events of %d tracepoints of sched, want several: %v", len(fired), fired)
 	}
 	t.Logf("events: %v", fired)
+}
+
+// allocTracepoint fires at each allocation from a slab cache, as opening
+// a file makes (its name, its struct file).
+const allocTracepoint = "tp:kmem:kmem_cache_alloc"
+
+// TestTracepointEntryStack traces slab allocations only inside the
+// command's do_sys_openat2 calls (--entry), with their kernel stacks:
+// every event happened within an open of its task, one level deeper, and
+// its stack, which starts at the allocator, not at the code running the
+// tracepoint's programs, goes through do_sys_openat2.
+func TestTracepointEntryStack(t *testing.T) {
+	guest.Require(t)
+	onlyOn(t, "--entry and --stack with a tracepoint", "amd64-7.3", "amd64-5.10")
+	cmd := trawlCmd("-q", "--json", "--stack", "--entry", "do_sys_openat2", allocTracepoint, "--", os.Args[0], opensArg, "/proc/version", "/proc/version")
+	out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
+	if status != 0 {
+		t.Fatalf("status %d\n%s", status, stderr)
+	}
+	var opens, events []jsonCall
+	for _, c := range parseCalls(t, out) {
+		switch c.Func {
+		case "do_sys_openat2":
+			opens = append(opens, c)
+		case allocTracepoint:
+			events = append(events, c)
+		default:
+			t.Errorf("a call of %s", c.Func)
+		}
+	}
+	if len(opens) < 2 || len(events) == 0 {
+		t.Fatalf("%d opens and %d events, want 2 or more and some\n%s", len(opens), len(events), out)
+	}
+	for _, e := range events {
+		inside := slices.ContainsFunc(opens, func(o jsonCall) bool {
+			return o.TID == e.TID && o.TS <= e.TS && e.TS <= o.TS+o.Duration && e.Depth == o.Depth+1
+		})
+		if !inside {
+			t.Errorf("an event outside the opens, or not one level deeper: %+v", e)
+		}
+		if len(e.Stack) == 0 || tracepointRunner(e.Stack[0]) || !slices.ContainsFunc(e.Stack, func(f string) bool { return strings.HasPrefix(f, "do_sys_openat2+") }) {
+			t.Errorf("stack %q, want one from the allocator through do_sys_openat2", e.Stack)
+		}
+	}
+	t.Logf("%d events in %d opens; a stack: %q", len(events), len(opens), events[0].Stack)
+}
+
+// tracepointRunner says whether a stack frame is of the code that runs a
+// tracepoint's programs.
+func tracepointRunner(frame string) bool {
+	return strings.HasPrefix(frame, "bpf_trace_run") || strings.HasPrefix(frame, "__bpf_trace_") || strings.HasPrefix(frame, "__traceiter_")
+}
+
+// TestTracepointTree draws the events of a tracepoint inside the call
+// they happened in: a line without duration, indented one level deeper
+// than the do_sys_openat2 above it.
+func TestTracepointTree(t *testing.T) {
+	guest.Require(t)
+	onlyOn(t, "the tree with a tracepoint", "amd64-7.3", "amd64-5.10")
+	cmd := trawlCmd("-q", "-f", "tree", "--entry", "do_sys_openat2", allocTracepoint, "--", os.Args[0], opensArg, "/proc/version")
+	out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
+	if status != 0 {
+		t.Fatalf("status %d\n%s", status, stderr)
+	}
+	t.Logf("tree:\n%s", out)
+	// A call line is a duration column of 10, two spaces, two more per
+	// level of depth, then the call.
+	callLine := regexp.MustCompile(`^( {0,9}\S+| {10})  ((?:  )*)(\S+?)\(`)
+	events, parent := 0, -1
+	for line := range strings.Lines(out) {
+		m := callLine.FindStringSubmatch(line)
+		if m == nil {
+			continue // a task's header
+		}
+		depth := len(m[2]) / 2
+		switch m[3] {
+		case "do_sys_openat2":
+			parent = depth
+		case allocTracepoint:
+			events++
+			if parent < 0 || depth != parent+1 || strings.TrimSpace(m[1]) != "" || strings.Contains(line, ") = ") {
+				t.Errorf("an event not one level inside do_sys_openat2 (depth %d), or with a duration or a return value: %q", parent, line)
+			}
+		}
+	}
+	if events == 0 {
+		t.Errorf("no event of %s in the tree", allocTracepoint)
+	}
+}
+
+// TestTracepointTrack tracks the skb of a UDP datagram sent to a closed
+// port on loopback from ip_send_skb: kfree_skb's event, where the kernel
+// drops it for want of a socket, joins its journey, with its drop reason
+// by name where the tracepoint has one (5.17 and later).
+func TestTracepointTrack(t *testing.T) {
+	guest.Require(t)
+	const drop = "tp:skb:kfree_skb"
+	backend := ""
+	for _, b := range backendsHere(t) {
+		if trawl.Backend(b) == trawl.BackendKprobeSession || trawl.Backend(b) == trawl.BackendKprobeMulti || trawl.Backend(b) == trawl.BackendKprobe {
+			backend = b
+			break
+		}
+	}
+	if backend == "" {
+		t.Skipf("no kprobe backend for --track on %s", guest.Kernel())
+	}
+	reason := ""
+	list, stderr, status := runLimited(t, trawlCmd("list", "--json", drop), startLimit)
+	var listed struct{ Functions []jsonFunc }
+	if err := json.Unmarshal([]byte(list), &listed); status != 0 || err != nil || len(listed.Functions) != 1 {
+		t.Fatalf("trawl list %s: status %d, %v\n%s%s", drop, status, err, list, stderr)
+	}
+	for _, a := range listed.Functions[0].Args {
+		if a.Type == "enum skb_drop_reason" {
+			reason = a.Name
+		}
+	}
+	cmd := trawlCmd("-q", "--json", "-b", backend, "--track", "struct sk_buff *", "ip_send_skb", drop, "--", os.Args[0], udpSendArg)
+	out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
+	if status != 0 {
+		t.Fatalf("status %d\n%s", status, stderr)
+	}
+	t.Logf("trace:\n%s", out)
+	starts := map[string]bool{}
+	for id, calls := range journeysOf(t, out) {
+		starts[id] = calls[0].Func == "ip_send_skb"
+	}
+	found := false
+	for line := range strings.Lines(out) {
+		var c struct {
+			Func, Track string
+			Args        map[string]json.RawMessage
+		}
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Func != drop || !starts[c.Track] {
+			continue
+		}
+		found = true
+		if got := string(c.Args[reason]); reason != "" && got != `"SKB_DROP_REASON_NO_SOCKET"` {
+			t.Errorf("drop reason %s, want SKB_DROP_REASON_NO_SOCKET by name", got)
+		}
+	}
+	if !found {
+		t.Errorf("no event of %s in the journey of ip_send_skb's skb", drop)
+	}
+	if reason == "" {
+		t.Logf("%s has no drop reason on %s: the event joined the journey", drop, guest.Kernel())
+	}
 }
