@@ -13,12 +13,16 @@
 //	trawl.module      the kernel module; absent for vmlinux
 //	trawl.cpu, trawl.chain, trawl.flags ("entry_only", "exit_only", "missed", "origin"), trawl.stack
 //	thread.id, process.pid, process.command
+//	trawl.kind        "tracepoint" for a tracepoint's event; absent for a call
 //
 // and the resource attributes service.name (trawl), service.version
 // (trawl's version), host.name and os.version (the kernel's release). A
 // call's span is the child of its caller's span: the call of the same
 // task in progress when it started (as render.Tree shows it), and each
-// outermost call starts a trace of its own. Integers, booleans and floats
+// outermost call starts a trace of its own. A tracepoint's event is a
+// span event of the span of the call it happened in, named after the
+// tracepoint, at its time, with the attributes of a span; an event
+// outside any traced call is a span of its own, without duration. Integers, booleans and floats
 // are attributes of their type; strings, enumerator names, pointers
 // ("sym+0x10", "0xffff...") and raw bytes (hex) are strings; NULL
 // pointers are "NULL", values not captured "?"; structs and arrays are

@@ -40,9 +40,11 @@ const maxTasks = 1 << 16
 
 // TraceStats count what became of the spans.
 type TraceStats struct {
-	// Spans counts the calls given to Call, Exported the spans the
-	// collector took, Dropped the calls the full queue had no room for,
-	// Failed the spans whose export failed and the calls still queued
+	// Spans counts the calls and events given to Call, Exported the
+	// spans the collector took and the span events they carried, Dropped
+	// the calls the full queue had no room for and the events of calls
+	// that never ended (or past maxSpanEvents in one), Failed the spans
+	// and span events whose export failed and the calls still queued
 	// when a shutdown ran out of time (or given after it):
 	// Spans = Exported + Dropped + Failed once shut down.
 	Spans, Exported, Dropped, Failed uint64
@@ -88,7 +90,14 @@ type Traces struct {
 type openCall struct {
 	trace trace.TraceID
 	span  trace.SpanID
+	// events are the tracepoints' events that happened in the call, for
+	// its span once it ends.
+	events []call.Call
 }
+
+// maxSpanEvents bounds the events one span carries; the others are
+// dropped (counted).
+const maxSpanEvents = 1024
 
 // NewTraces returns a Traces exporting to the collector at opts.URL.
 func NewTraces(ctx context.Context, opts Options) (*Traces, error) {
@@ -154,7 +163,8 @@ func NewTracesTo(exp sdktrace.SpanExporter, opts Options) (*Traces, error) {
 		sdktrace.WithIDGenerator(t.ids),
 		sdktrace.WithSampler(sdktrace.AlwaysSample()),
 		sdktrace.WithSpanProcessor(collect{t}),
-		sdktrace.WithRawSpanLimits(sdktrace.SpanLimits{AttributeValueLengthLimit: -1, AttributeCountLimit: -1}),
+		sdktrace.WithRawSpanLimits(sdktrace.SpanLimits{AttributeValueLengthLimit: -1, AttributeCountLimit: -1,
+			EventCountLimit: maxSpanEvents, AttributePerEventCountLimit: -1}),
 	)
 	t.tracer = t.provider.Tracer(scope, trace.WithInstrumentationVersion(trawl.Version().Version))
 	go t.send()
@@ -192,6 +202,9 @@ func (t *Traces) send() {
 		case c, ok := <-t.in:
 			if !ok {
 				t.export()
+				for _, open := range t.tasks {
+					t.dropEvents(open)
+				}
 				return
 			}
 			if t.abort.Err() != nil {
@@ -219,14 +232,20 @@ func (t *Traces) export() {
 		return
 	}
 	if t.abort.Err() != nil {
-		t.failed.Add(uint64(len(batch)))
+		for _, s := range batch {
+			t.failed.Add(1 + uint64(len(s.Events())))
+		}
 		return
+	}
+	n := uint64(0)
+	for _, s := range batch {
+		n += 1 + uint64(len(s.Events()))
 	}
 	ctx, cancel := context.WithTimeout(t.abort, t.opts.Timeout)
 	err := t.exp.ExportSpans(ctx, batch)
 	cancel()
 	if err != nil {
-		t.failed.Add(uint64(len(batch)))
+		t.failed.Add(n)
 		t.mu.Lock()
 		// An export cut short by the shutdown says less than the
 		// failure before it.
@@ -236,12 +255,18 @@ func (t *Traces) export() {
 		t.mu.Unlock()
 		return
 	}
-	t.exported.Add(uint64(len(batch)))
+	t.exported.Add(n)
 }
 
-// span makes c a span, ended into the batch.
+// span makes c a span, ended into the batch, carrying the events that
+// happened in it. A tracepoint's event inside a call is kept for that
+// call's span instead; one outside any call is a span without duration.
 func (t *Traces) span(c *call.Call) {
-	traceID, parent, self := t.link(c)
+	if c.Flags&call.Event != 0 && c.Depth > 0 {
+		t.keepEvent(c)
+		return
+	}
+	traceID, parent, self, events := t.link(c)
 	ctx := context.Background()
 	if parent.IsValid() {
 		ctx = trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
@@ -254,25 +279,20 @@ func (t *Traces) span(c *call.Call) {
 	if c.Ret.Kind == call.KindErrno {
 		span.SetStatus(codes.Error, errnoName(&c.Ret))
 	}
+	for i := range events {
+		e := &events[i]
+		span.AddEvent(validUTF8(e.Func), trace.WithTimestamp(time.Unix(0, int64(e.TS)+t.opts.WallOffset)), trace.WithAttributes(t.attributes(e)...))
+	}
 	span.End(trace.WithTimestamp(start.Add(time.Duration(c.Duration))))
 }
 
 // link returns the ids of c's trace, of its caller's span (invalid for an
-// outermost call) and of its own span, and forgets c's depth and deeper
-// on its task: those calls have ended.
-func (t *Traces) link(c *call.Call) (trace.TraceID, trace.SpanID, trace.SpanID) {
+// outermost call) and of its own span, with the events that happened in
+// c, and forgets c's depth and deeper on its task: those calls have
+// ended.
+func (t *Traces) link(c *call.Call) (trace.TraceID, trace.SpanID, trace.SpanID, []call.Call) {
 	d := max(c.Depth, 0)
-	open, ok := t.tasks[c.TID]
-	if !ok && len(t.tasks) >= maxTasks {
-		clear(t.tasks)
-	}
-	if len(open) <= d {
-		open = append(open, make([]openCall, d+1-len(open))...)
-	}
-	if !open[0].trace.IsValid() {
-		open[0].trace = newTraceID()
-	}
-	traceID := open[0].trace
+	open := t.open(c.TID, d)
 	var parent trace.SpanID
 	if d > 0 {
 		if !open[d-1].span.IsValid() {
@@ -284,13 +304,64 @@ func (t *Traces) link(c *call.Call) (trace.TraceID, trace.SpanID, trace.SpanID) 
 	if !self.IsValid() {
 		self = newSpanID()
 	}
-	if d == 0 {
-		delete(t.tasks, c.TID)
+	events := open[d].events
+	open[d].events = nil
+	traceID := open[0].trace
+	t.forget(c.TID, open, d)
+	return traceID, parent, self, events
+}
+
+// keepEvent keeps event c, of a tracepoint at depth d > 0, for the span
+// of the call it happened in, its task's call in progress at depth d-1,
+// and forgets depth d and deeper as link does.
+func (t *Traces) keepEvent(c *call.Call) {
+	d := c.Depth
+	open := t.open(c.TID, d)
+	if in := &open[d-1]; len(in.events) < maxSpanEvents {
+		in.events = append(in.events, *c)
 	} else {
-		clear(open[d:])
-		t.tasks[c.TID] = open[:d]
+		t.dropped.Add(1)
 	}
-	return traceID, parent, self
+	t.forget(c.TID, open, d)
+}
+
+// open returns the calls in progress on task tid, depth 0 to d at least,
+// the first holding the task's trace id.
+func (t *Traces) open(tid uint32, d int) []openCall {
+	open, ok := t.tasks[tid]
+	if !ok && len(t.tasks) >= maxTasks {
+		for _, calls := range t.tasks {
+			t.dropEvents(calls)
+		}
+		clear(t.tasks)
+	}
+	if len(open) <= d {
+		open = append(open, make([]openCall, d+1-len(open))...)
+	}
+	if !open[0].trace.IsValid() {
+		open[0].trace = newTraceID()
+	}
+	return open
+}
+
+// forget forgets the calls of open (task tid's) at depth d and deeper,
+// which have ended: the events still kept for them are of calls whose
+// end was not seen, dropped.
+func (t *Traces) forget(tid uint32, open []openCall, d int) {
+	t.dropEvents(open[d:])
+	if d == 0 {
+		delete(t.tasks, tid)
+		return
+	}
+	clear(open[d:])
+	t.tasks[tid] = open[:d]
+}
+
+// dropEvents counts the events kept for calls as dropped.
+func (t *Traces) dropEvents(calls []openCall) {
+	for _, c := range calls {
+		t.dropped.Add(uint64(len(c.events)))
+	}
 }
 
 // attributes returns the span attributes of c, in a slice reused by the
@@ -305,6 +376,9 @@ func (t *Traces) attributes(c *call.Call) []attribute.KeyValue {
 	)
 	if c.Module != "" {
 		a = append(a, attribute.String("trawl.module", c.Module))
+	}
+	if c.Flags&call.Event != 0 {
+		a = append(a, attribute.String("trawl.kind", "tracepoint"))
 	}
 	if c.Flags&call.ExitOnly == 0 {
 		for i := range c.Args {

@@ -556,3 +556,67 @@ func TestInsecureRemote(t *testing.T) {
 		}
 	}
 }
+
+// TestSpanEvents makes a tracepoint's event inside a call an event of the
+// call's span, one outside any call a span without duration, and counts
+// the event of a call whose end never came as dropped.
+func TestSpanEvents(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tr, err := NewTracesTo(keepSpans{exp}, Options{WallOffset: wall, Values: ValuesAll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	event := func(ts uint64, depth, tid int) call.Call {
+		return call.Call{TS: ts, Depth: depth, PID: 10, TID: uint32(tid), Comm: "cat", Func: "tp:skb:kfree_skb", Flags: call.Event,
+			Args: []call.Value{{Name: "reason", Kind: call.KindEnum, Str: "SKB_DROP_REASON_NO_SOCKET", Bits: 3}}}
+	}
+	calls := append(tree(),
+		event(2000, 0, 10),
+		event(3100, 2, 10), // in a call at depth 1 that never ends
+		call.Call{TS: 3000, Duration: 500, PID: 10, TID: 10, Comm: "cat", Func: "send"},
+	)
+	// An event inside hash (ts 1150, depth 2), in order of completion.
+	calls = slices.Insert(calls, 0, event(1155, 3, 10))
+	for i := range calls {
+		if err := tr.Call(&calls[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := tr.Stats(); st.Spans != 9 || st.Exported != 8 || st.Dropped != 1 || st.Failed != 0 {
+		t.Errorf("stats %+v, want 9 spans, 8 exported (2 as span events) and 1 dropped", st)
+	}
+	spans := map[string][]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		spans[s.Name] = append(spans[s.Name], s)
+	}
+	hash := spans["hash"][0]
+	if len(hash.Events) != 1 {
+		t.Fatalf("hash carries %d events, want 1", len(hash.Events))
+	}
+	e := hash.Events[0]
+	if e.Name != "tp:skb:kfree_skb" || !e.Time.Equal(time.Unix(0, 1155+wall)) {
+		t.Errorf("span event %s at %v, want tp:skb:kfree_skb at %v", e.Name, e.Time, time.Unix(0, 1155+wall))
+	}
+	got := attribute.NewSet(e.Attributes...)
+	for _, kv := range []attribute.KeyValue{attribute.String("trawl.arg.reason", "SKB_DROP_REASON_NO_SOCKET"), attribute.String("trawl.kind", "tracepoint"), attribute.Int64("thread.id", 10)} {
+		if v, ok := got.Value(kv.Key); !ok || v != kv.Value {
+			t.Errorf("span event: %s = %v, want %v", kv.Key, v.Emit(), kv.Value.Emit())
+		}
+	}
+	for _, name := range []string{"open", "lookup", "send"} {
+		if n := len(spans[name][0].Events); n != 0 {
+			t.Errorf("%s carries %d events, want none", name, n)
+		}
+	}
+	alone := spans["tp:skb:kfree_skb"]
+	if len(alone) != 1 || alone[0].Parent.IsValid() || !alone[0].EndTime.Equal(alone[0].StartTime) || !alone[0].StartTime.Equal(time.Unix(0, 2000+wall)) {
+		t.Fatalf("the event outside any call: %+v, want one span of its own without duration at 2000", alone)
+	}
+	set := attribute.NewSet(alone[0].Attributes...)
+	if v, _ := set.Value("trawl.kind"); v.AsString() != "tracepoint" {
+		t.Errorf("the event's span: trawl.kind %q, want tracepoint", v.AsString())
+	}
+}
