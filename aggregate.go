@@ -103,11 +103,11 @@ func (s *Session) functionStats() ([]call.FunctionStats, error) {
 			counts[i] = word(3 + i)
 		}
 		index[uint32(id)] = len(fs)
-		fs = append(fs, call.FunctionStats{
-			Func: p.Func.Name, Module: p.Func.Module,
-			Calls: calls, Errors: word(0), Total: word(1),
-			Latency: call.NewHistogram(counts, word(2)),
-		})
+		f := call.FunctionStats{Func: p.Func.Name, Module: p.Func.Module, Calls: calls, Event: p.Func.IsTracepoint()}
+		if !f.Event {
+			f.Errors, f.Total, f.Latency = word(0), word(1), call.NewHistogram(counts, word(2))
+		}
+		fs = append(fs, f)
 	})
 	if err != nil {
 		return nil, err

@@ -14,4 +14,8 @@ type FunctionStats struct {
 	// seen, and Latency their histogram.
 	Total   uint64
 	Latency Histogram
+	// Event says the figures are a tracepoint's (Func "tp:SUBSYSTEM:EVENT"):
+	// Calls counts its events, which have no duration nor error, so
+	// Latency is empty.
+	Event bool
 }

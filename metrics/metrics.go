@@ -66,11 +66,11 @@ const Other = "_other"
 
 var (
 	callsDesc = prometheus.NewDesc("trawl_calls_total",
-		"Calls of the function that ended, counted in the kernel.", []string{"function", "module"}, nil)
+		"Calls of the function that ended, or events of the tracepoint (tp:SUBSYSTEM:EVENT), counted in the kernel.", []string{"function", "module"}, nil)
 	errorsDesc = prometheus.NewDesc("trawl_call_errors_total",
 		"Calls of the function that returned an error, by error name (NULL for a NULL pointer).", []string{"function", "module", "errno"}, nil)
 	durationDesc = prometheus.NewDesc("trawl_call_duration_seconds",
-		"Duration of the function's calls, from the kernel's log-linear histogram (8 buckets per power of two).", []string{"function", "module"}, nil)
+		"Duration of the function's calls, from the kernel's log-linear histogram (8 buckets per power of two); none for a tracepoint.", []string{"function", "module"}, nil)
 	functionsDesc = prometheus.NewDesc("trawl_functions",
 		"Functions selected, by backend, state (attached or skipped) and the reason they were skipped.", []string{"backend", "state", "reason"}, nil)
 	droppedDesc = prometheus.NewDesc("trawl_dropped_total",
@@ -121,7 +121,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for _, errno := range slices.Sorted(maps.Keys(f.Errnos)) {
 			ch <- prometheus.MustNewConstMetric(errorsDesc, prometheus.CounterValue, float64(f.Errnos[errno]), f.Func, f.Module, ErrnoLabel(errno))
 		}
-		ch <- newDuration(f)
+		if !f.Event {
+			ch <- newDuration(f)
+		}
 	}
 }
 

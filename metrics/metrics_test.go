@@ -277,3 +277,24 @@ func TestHealthAndFailure(t *testing.T) {
 		t.Errorf("POST /metrics: %d, want 405", resp.StatusCode)
 	}
 }
+
+// TestMetricsTracepoint counts a tracepoint's events, without a duration
+// histogram, beside a function's calls.
+func TestMetricsTracepoint(t *testing.T) {
+	src := &statstest.Source{Funcs: []call.FunctionStats{
+		statstest.Function("vfs_read", "", 0, 100),
+		{Func: "tp:skb:kfree_skb", Calls: 7, Event: true},
+	}}
+	srv := httptest.NewServer(Handler(NewCollector(src, Options{}), HandlerOptions{}))
+	defer srv.Close()
+	mfs := scrape(t, srv)
+	if m := series(mfs, "trawl_calls_total", "function=tp:skb:kfree_skb,module=vmlinux"); m == nil || m.GetCounter().GetValue() != 7 {
+		t.Errorf("trawl_calls_total of the tracepoint: %v, want 7", m)
+	}
+	if m := series(mfs, "trawl_call_duration_seconds", "function=tp:skb:kfree_skb,module=vmlinux"); m != nil {
+		t.Errorf("a duration histogram for a tracepoint: %v", m)
+	}
+	if m := series(mfs, "trawl_call_duration_seconds", "function=vfs_read,module=vmlinux"); m == nil {
+		t.Error("no duration histogram for vfs_read")
+	}
+}

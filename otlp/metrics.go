@@ -197,7 +197,9 @@ func (p *producer) functions(fs []call.FunctionStats, now time.Time) []metricdat
 		for _, errno := range slices.Sorted(maps.Keys(f.Errnos)) {
 			errs = append(errs, p.point(now, f.Errnos[errno], fn, mod, attribute.String("errno", metrics.ErrnoLabel(errno))))
 		}
-		durations = append(durations, p.duration(f, now, fn, mod))
+		if !f.Event {
+			durations = append(durations, p.duration(f, now, fn, mod))
+		}
 	}
 	return []metricdata.Metrics{
 		p.sum("trawl.calls", "{call}", "Calls of the function that ended, counted in the kernel.", calls),
