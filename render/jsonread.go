@@ -103,6 +103,11 @@ func (j *JSONReader) parse(line []byte, c *call.Call) error {
 			haveFunc = true
 		case "module":
 			c.Module, err = readString(d)
+		case "kind":
+			var kind string
+			if kind, err = readString(d); err == nil && kind == "tracepoint" {
+				c.Flags |= call.Event
+			}
 		case "args":
 			c.Args, err = readObject(d)
 		case "show":

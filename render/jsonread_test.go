@@ -15,8 +15,8 @@ import (
 )
 
 // oddCalls are calls with what testCalls lacks: floats, booleans, cut
-// arrays, marked structs, --show values, chains, journeys, stacks and
-// names that need escaping.
+// arrays, marked structs, --show values, chains, journeys, stacks, a
+// tracepoint's event and names that need escaping.
 func oddCalls() []call.Call {
 	arr := call.Value{Kind: call.KindArray, Name: "a", More: 3, Fields: []call.Value{{Kind: call.KindInt, Bits: uint64(^uint64(6) + 1)}, {Kind: call.KindUnknown}}}
 	st := call.Value{Kind: call.KindStruct, Name: "s", More: 2, Flags: call.Truncated | call.Cut, Fields: []call.Value{
@@ -36,6 +36,7 @@ func oddCalls() []call.Call {
 			Stack: []string{"f+0x0 [m]", "g+0x12"}},
 		{TS: t0 + 9, Func: "g", Flags: call.ExitOnly, Ret: call.Value{Kind: call.KindUnknown}},
 		{TS: t0 + 10, Func: "h", Flags: call.EntryOnly, Args: []call.Value{}},
+		{TS: t0 + 11, Func: "tp:sched:sched_process_exec", Flags: call.Event, Depth: 1, Args: []call.Value{{Kind: call.KindInt, Name: "old_pid", Bits: 42}}},
 	}
 }
 

@@ -123,8 +123,11 @@ A PATTERN tp:SUBSYSTEM[:EVENT], both globs, selects the kernel's BTF-typed
 tracepoints ('tp:sched:*', 'tp:skb:kfree_skb'), mixed freely with
 functions: each event is one line (JSON "kind":"tracepoint") with the
 tracepoint's arguments, and no duration or return value. They work with
-the task filters, --filter, --show, text, json and --stats, not with
---entry, --track, --stack, tree, perfetto, chrome-json or OTLP spans.`
+the task filters, --filter, --show, --entry (events inside entry calls;
+a tp: pattern is no entry), --track (an event receiving a tracked object
+joins its journey), --stack and every output: an event inside its call
+in the tree, an instant event in perfetto and chrome-json, a span event
+of its call's span with --otlp, a count without latency in --stats.`
 
 const rootExample = `  trawl -d 5s 'tcp_*'                     trace every tcp_ function for 5 seconds
   trawl vfs_read vfs_write -- cat /etc/hostname
