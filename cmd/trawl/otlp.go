@@ -139,7 +139,7 @@ func (o *otlpOutput) Close() error {
 func (o *otlpOutput) summary(w io.Writer) {
 	if o.traces != nil {
 		st := o.traces.Stats()
-		fmt.Fprintf(w, "trawl: otlp: %d spans: %d exported, %d dropped (export queue full), %d not exported (export failed or cut short)", st.Spans, st.Exported, st.Dropped, st.Failed)
+		fmt.Fprintf(w, "trawl: otlp: %d spans: %d exported, %d dropped (export queue full, or an event whose call never ended), %d not exported (export failed or cut short)", st.Spans, st.Exported, st.Dropped, st.Failed)
 		if st.Err != nil {
 			fmt.Fprintf(w, ": %s", oneLine(st.Err.Error()))
 		}

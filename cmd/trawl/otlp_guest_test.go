@@ -225,7 +225,7 @@ func readSpans(t *testing.T, path string) []*otlpSpan {
 const otlpSummaryLimit = 5 * time.Second
 
 // otlpLine is the summary's line about the export.
-var otlpLine = regexp.MustCompile(`trawl: otlp: (\d+) spans: (\d+) exported, (\d+) dropped \(export queue full\), (\d+) not exported`)
+var otlpLine = regexp.MustCompile(`trawl: otlp: (\d+) spans: (\d+) exported, (\d+) dropped \(export queue full, or an event whose call never ended\), (\d+) not exported`)
 
 // TestOTLPCollector exports the calls of a workload to a real
 // OpenTelemetry Collector, over gRPC and over HTTP, while writing them
