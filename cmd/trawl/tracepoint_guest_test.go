@@ -148,7 +148,7 @@ const allocTracepoint = "tp:kmem:kmem_cache_alloc"
 // tracepoint's programs, goes through do_sys_openat2.
 func TestTracepointEntryStack(t *testing.T) {
 	guest.Require(t)
-	onlyOn(t, "--entry and --stack with a tracepoint", "amd64-7.3", "amd64-5.10")
+	guest.Only(t, "--entry and --stack with a tracepoint", "amd64-7.3", "amd64-5.10")
 	cmd := trawlCmd("-q", "--json", "--stack", "--entry", "do_sys_openat2", allocTracepoint, "--", os.Args[0], opensArg, "/proc/version", "/proc/version")
 	out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
 	if status != 0 {
@@ -193,7 +193,7 @@ func tracepointRunner(frame string) bool {
 // than the do_sys_openat2 above it.
 func TestTracepointTree(t *testing.T) {
 	guest.Require(t)
-	onlyOn(t, "the tree with a tracepoint", "amd64-7.3", "amd64-5.10")
+	guest.Only(t, "the tree with a tracepoint", "amd64-7.3", "amd64-5.10")
 	cmd := trawlCmd("-q", "-f", "tree", "--entry", "do_sys_openat2", allocTracepoint, "--", os.Args[0], opensArg, "/proc/version")
 	out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
 	if status != 0 {
