@@ -64,7 +64,7 @@ func TestAttachAll(t *testing.T) {
 	if os.Getenv(attachAllEnv) == "" {
 		t.Skipf("set %s=1 to attach every traceable function (minutes under TCG)", attachAllEnv)
 	}
-	cat, release, err := kernel.Hold()
+	cat, release, err := kernel.Hold(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

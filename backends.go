@@ -63,6 +63,7 @@ func ChooseBackend(cfg Config) (b Backend, why string, err error) {
 	if err != nil {
 		return "", "", publicError(err)
 	}
+	cat.WriteCache()
 	functions := selectedFunctions(sel.Selected)
 	chosen, why, err := backend.Choose(backend.Name(cfg.Backend), len(functions), withoutProto(functions), len(cfg.Entries) > 0, backend.LiveProbe)
 	if err != nil {

@@ -124,7 +124,7 @@ func wantRet(c map[string]any, v any) error { return want("ret", c["ret"], v) }
 // has.
 func knownPatterns(t *testing.T) (*kernel.Catalogue, []string) {
 	t.Helper()
-	cat, release, err := kernel.Hold()
+	cat, release, err := kernel.Hold(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

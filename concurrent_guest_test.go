@@ -22,7 +22,7 @@ import (
 func TestCloseWhileReading(t *testing.T) {
 	guest.Require(t)
 	guest.Only(t, "Close while reading", "amd64-5.10")
-	cat, release, err := kernel.Hold()
+	cat, release, err := kernel.Hold(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

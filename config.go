@@ -133,6 +133,14 @@ type Config struct {
 	// bytes of kernel memory each; 0 means 16384. The kernel then forgets
 	// the least recently used (Stats.TrackEvicted).
 	TrackObjects int
+	// CatalogueCache is the directory, an absolute path, where the
+	// kernel's lists of functions (/proc/kallsyms and the traceable list)
+	// are kept from one trace to the next in a boot; "" means
+	// DefaultCatalogueCache. See ClearCatalogueCache.
+	CatalogueCache string
+	// NoCache reads the kernel's lists of functions from the kernel,
+	// neither reading nor writing the cache.
+	NoCache bool
 }
 
 // CaptureOptions set the bytes captured behind pointer arguments.
@@ -294,6 +302,9 @@ func (cfg Config) Validate() error {
 	}
 	if cfg.Track != "" && len(cfg.Entries) > 0 && cfg.Errors {
 		return bad("--track cannot go with --entry and --errors (error chains)")
+	}
+	if err := checkCacheDir(cfg.CatalogueCache, cfg.NoCache); err != nil {
+		return bad("%w", err)
 	}
 	return nil
 }

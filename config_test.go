@@ -27,6 +27,7 @@ func TestValidate(t *testing.T) {
 	full.Capture = CaptureOptions{StructBytes: MaxBytes, StringBytes: 1, BufferBytes: MaxBytes, Depth: MaxDepth - 1, CallBytes: MaxCallBytes, Buffers: []Buffer{{"f", "buf", "len"}}}
 	full.Decode = DecodeOptions{Depth: MaxDepth, MaxBytes: MaxBytes}
 	full.RingBufferSize, full.Backend, full.Comm = 1<<20, BackendKprobeMulti, "fifteen-chars.."
+	full.CatalogueCache = "/var/cache/trawl"
 	if err := full.Validate(); err != nil {
 		t.Fatalf("a config at its limits: %v", err)
 	}
@@ -62,6 +63,8 @@ func TestValidate(t *testing.T) {
 		{"negative track objects", func(c *Config) { c.Track, c.TrackObjects = "skb", -1 }, "cannot be negative"},
 		{"track and stats", func(c *Config) { c.Track, c.Aggregate = "skb", true }, "cannot go with --stats"},
 		{"track and chains", func(c *Config) { c.Track, c.Entries, c.Errors = "skb", []string{"f"}, true }, "--entry and --errors"},
+		{"relative cache", func(c *Config) { c.CatalogueCache = "run/trawl" }, "not an absolute path"},
+		{"cache and no cache", func(c *Config) { c.CatalogueCache, c.NoCache = "/run/trawl", true }, "--no-cache cannot go"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ok

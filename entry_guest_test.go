@@ -31,7 +31,7 @@ import (
 // bpf_fentry_test2 is outside again.
 func TestStaleGate(t *testing.T) {
 	guest.Require(t)
-	cat, release, err := kernel.Hold()
+	cat, release, err := kernel.Hold(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func filteredExit(st trawl.Stats) uint64 { return st.FilteredExit }
 func TestFilters(t *testing.T) {
 	guest.Require(t)
 	guest.Only(t, "the filters (trampolines and kprobes, both architectures)", "amd64-5.10", guest.SpareArm64)
-	cat, release, err := kernel.Hold()
+	cat, release, err := kernel.Hold(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

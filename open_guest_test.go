@@ -22,7 +22,7 @@ func TestRingBufferSizeLoaded(t *testing.T) {
 	guest.Require(t)
 	guest.Only(t, "the ring buffer's size", "arm64-5.10")
 	const size = 256 << 10
-	cat, release, err := kernel.Hold()
+	cat, release, err := kernel.Hold(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestRingBufferSizeLoaded(t *testing.T) {
 func TestReadContext(t *testing.T) {
 	guest.Require(t)
 	guest.Only(t, "a Read's context", guest.SpareArm64)
-	cat, release, err := kernel.Hold()
+	cat, release, err := kernel.Hold(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,17 +80,24 @@ type ListOptions struct {
 	// Notify, if set, receives one-line notices for the user (a degraded
 	// source of kernel facts).
 	Notify func(string)
+	// CatalogueCache and NoCache are as in Config; they do not apply to
+	// Root.
+	CatalogueCache string
+	NoCache        bool
 }
 
 // List returns what the patterns select, without tracing anything.
 func List(patterns []string, opts ListOptions) (*Selection, error) {
+	if err := checkCacheDir(opts.CatalogueCache, opts.NoCache); err != nil {
+		return nil, &configError{err}
+	}
 	var cat *kernel.Catalogue
 	var err error
 	if opts.Root != "" {
 		cat, err = kernel.Load(os.DirFS(opts.Root))
 	} else {
 		var release func()
-		cat, release, err = kernel.Hold()
+		cat, release, err = kernel.Hold(catalogueCache(opts.CatalogueCache, opts.NoCache))
 		if err == nil {
 			defer release()
 		}
@@ -105,6 +112,7 @@ func List(patterns []string, opts ListOptions) (*Selection, error) {
 	if err != nil {
 		return nil, publicError(err)
 	}
+	cat.WriteCache()
 	return newSelection(sel, opts.Capture), nil
 }
 

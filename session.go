@@ -155,6 +155,9 @@ func Open(ctx context.Context, cfg Config) (*Session, error) {
 		s.close()
 		return nil, &OpenError{Stats: statsOf(c), Err: publicError(err)}
 	}
+	// Tracing is set up: the kernel's lists it read, if any, are kept
+	// for the next trace meanwhile (Close waits for them).
+	cat.WriteCache()
 	s.release = release
 	s.Backend = Backend(s.backend.Name)
 	s.selection = sync.OnceValue(func() *Selection { return newSelection(s.sel, cfg.Capture) })
@@ -171,9 +174,9 @@ func holdCatalogue(cfg Config) (*kernel.Catalogue, func(), error) {
 		if cfg.Track != "" {
 			names = append(names, allLifeFuncs()...)
 		}
-		return kernel.HoldNames(names)
+		return kernel.HoldNames(names, catalogueCache(cfg.CatalogueCache, cfg.NoCache))
 	}
-	return kernel.Hold()
+	return kernel.Hold(catalogueCache(cfg.CatalogueCache, cfg.NoCache))
 }
 
 // publicErrors pairs the errors of the internal packages that callers

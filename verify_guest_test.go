@@ -24,7 +24,7 @@ const maxVerified = 40_000
 // it).
 func TestVerifiedInstructions(t *testing.T) {
 	guest.Require(t)
-	cat, release, err := kernel.Hold()
+	cat, release, err := kernel.Hold(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -125,7 +125,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	start := time.Now()
-	cat, release, err := kernel.Hold()
+	cat, release, err := kernel.Hold(nil)
 	if err != nil {
 		return fmt.Errorf("load the catalogue: %w", err)
 	}

@@ -286,7 +286,7 @@ func TestEntryGraph(t *testing.T) {
 // file name (TestFailedWithoutPrototype traces it there).
 func skipWithoutPrototype(t *testing.T, fn string) {
 	t.Helper()
-	cat, release, err := kernel.Hold()
+	cat, release, err := kernel.Hold(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestWhyFailedInClone(t *testing.T) {
 // test where there is none.
 func traceableClone(t *testing.T, fn string) string {
 	t.Helper()
-	cat, release, err := kernel.Hold()
+	cat, release, err := kernel.Hold(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +357,7 @@ func traceableClone(t *testing.T, fn string) string {
 // register, read as a signed long, shows -ENOENT, and --errors keeps it.
 func TestFailedWithoutPrototype(t *testing.T) {
 	guest.Require(t)
-	cat, release, err := kernel.Hold()
+	cat, release, err := kernel.Hold(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -194,6 +194,9 @@ type Catalogue struct {
 	// some is where a catalogue of some functions (LoadNames) was read
 	// from, nil for one of every function.
 	some fs.FS
+	// keep writes the lists the catalogue was read from to a Cache, nil
+	// when there is nothing to write.
+	keep *cacheWrite
 }
 
 // Symbolizer symbolises addresses with the kallsyms the catalogue was
@@ -228,7 +231,7 @@ func (c *Catalogue) AllTraceable() []Symbol {
 	if c.some == nil {
 		return c.traceable
 	}
-	syms, _, err := readTracefs(c.some, nil, []traceableFile{traceableFiles[1], traceableFiles[0]})
+	syms, _, _, err := readTracefs(c.some, nil, []traceableFile{traceableFiles[1], traceableFiles[0]})
 	if err != nil {
 		return nil
 	}
@@ -245,7 +248,10 @@ func (c *Catalogue) Notice() string { return c.notice }
 // Load builds a catalogue from the kernel files under fsys, a file system
 // laid out like / (sys/kernel/btf/vmlinux, proc/kallsyms,
 // sys/kernel/tracing/...). Tests pass fixtures; Hold passes the real root.
-func Load(fsys fs.FS) (*Catalogue, error) { return loadKept(fsys, nil) }
+func Load(fsys fs.FS) (*Catalogue, error) {
+	c, _, err := loadKept(fsys, nil, nil)
+	return c, err
+}
 
 // LoadNames builds the catalogue of only the functions called names (in
 // vmlinux and every module) and their compiler clones, from the same
@@ -253,18 +259,29 @@ func Load(fsys fs.FS) (*Catalogue, error) { return loadKept(fsys, nil) }
 // the rest of the kernel's symbols takes most of the catalogue's time off
 // its start. Its Symbolizer reads every symbol at its first use.
 func LoadNames(fsys fs.FS, names []string) (*Catalogue, error) {
-	return loadKept(fsys, newNameSet(names))
+	c, _, err := loadKept(fsys, newNameSet(names), nil)
+	return c, err
+}
+
+// lists are the kernel's lists of symbols a catalogue is read from, as
+// the kernel wrote them: /proc/kallsyms and the traceable list of tracefs
+// (source says which file).
+type lists struct {
+	kallsyms  []byte
+	traceable []byte
+	source    Source
 }
 
 // loadKept builds a catalogue of the functions keep keeps, or of all of
-// them (keep nil).
-func loadKept(fsys fs.FS, keep *nameSet) (*Catalogue, error) {
+// them (keep nil), from the lists kept (nil: read from fsys). It returns
+// the lists it read, nil when tracefs could not be read.
+func loadKept(fsys fs.FS, keep *nameSet, kept *lists) (*Catalogue, *lists, error) {
 	var (
 		vmlinux  *btfObject
 		ksyms    []Symbol
 		symbols  *Symbolizer
 		traced   []Symbol
-		source   Source
+		read     = &lists{}
 		tfsError error
 	)
 	var wg sync.WaitGroup
@@ -274,18 +291,27 @@ func loadKept(fsys fs.FS, keep *nameSet) (*Catalogue, error) {
 	})
 	// The kernel writes kallsyms and the traceable list line by line as
 	// they are read, which takes most of the catalogue's time: read both
-	// at once.
+	// at once, or not at all when they were kept.
 	wg.Go(func() {
-		data, err := readFile(fsys, kallsymsPath)
-		if err != nil {
-			symErr = fmt.Errorf("read kernel symbols: %w", err)
-			return
+		data := kept.kallsymsData()
+		if data == nil {
+			var err error
+			if data, err = readFile(fsys, kallsymsPath); err != nil {
+				symErr = fmt.Errorf("read kernel symbols: %w", err)
+				return
+			}
 		}
+		read.kallsyms = data
 		if ksyms, symbols, symErr = parseKallsyms(data, keep); symErr == nil && symbols == nil {
 			symbols = lazySymbolizer(data)
 		}
 	})
 	wg.Go(func() {
+		if kept != nil {
+			read.traceable, read.source = kept.traceable, kept.source
+			traced, tfsError = parseFilterFunctions(kept.traceable, kept.source == FromFilterAddrs, keep)
+			return
+		}
 		files := traceableFiles
 		if keep != nil {
 			// The names alone: the kernel writes them in about half the
@@ -293,15 +319,15 @@ func loadKept(fsys fs.FS, keep *nameSet) (*Catalogue, error) {
 			// some are not traceable (below).
 			files = []traceableFile{files[1], files[0]}
 		}
-		traced, source, tfsError = readTracefs(fsys, keep, files)
+		traced, read.source, read.traceable, tfsError = readTracefs(fsys, keep, files)
 	})
 	wg.Wait()
 	if err := cmp.Or(btfErr, symErr); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if source == FromFilterNames && keep != nil && someCopiesUntraceable(traced, ksyms) {
-		if t, s, err := readTracefs(fsys, keep, traceableFiles[:1]); err == nil {
-			traced, source = t, s
+	if read.source == FromFilterNames && keep != nil && someCopiesUntraceable(traced, ksyms) {
+		if t, s, data, err := readTracefs(fsys, keep, traceableFiles[:1]); err == nil {
+			traced, read.source, read.traceable = t, s, data
 		}
 	}
 
@@ -311,7 +337,7 @@ func loadKept(fsys fs.FS, keep *nameSet) (*Catalogue, error) {
 		keep:    keep,
 	}
 	b.loadModules(fsys, vmlinux, ksyms)
-	c := &Catalogue{specs: make(map[string]*btf.Spec, len(b.objects)), source: source, traceable: traced, symbols: symbols}
+	c := &Catalogue{specs: make(map[string]*btf.Spec, len(b.objects)), source: read.source, traceable: traced, symbols: symbols}
 	for module, obj := range b.objects {
 		c.specs[module] = obj.spec
 	}
@@ -319,12 +345,14 @@ func loadKept(fsys fs.FS, keep *nameSet) (*Catalogue, error) {
 		c.some = fsys
 	}
 	if tfsError != nil {
+		read = nil
 		c.source = FromKallsymsBTF
 		c.traceable = b.btfSymbols(ksyms)
 		c.notice = fmt.Sprintf("tracefs is not readable (%v): assuming every BTF function in /proc/kallsyms is traceable", tfsError)
 		slog.Debug("tracefs unreadable, falling back to BTF functions in kallsyms", "err", tfsError)
 	}
 	if hidden := addrsHidden(ksyms); hidden {
+		read = nil
 		msg := "/proc/kallsyms hides addresses (run as root): functions can be attached by name only"
 		c.notice = strings.TrimPrefix(c.notice+"; "+msg, "; ")
 	}
@@ -334,7 +362,15 @@ func loadKept(fsys fs.FS, keep *nameSet) (*Catalogue, error) {
 	for i, f := range c.funcs {
 		c.byName[f.Name] = append(c.byName[f.Name], i)
 	}
-	return c, nil
+	return c, read, nil
+}
+
+// kallsymsData returns the kept kallsyms, nil for no lists.
+func (l *lists) kallsymsData() []byte {
+	if l == nil {
+		return nil
+	}
+	return l.kallsyms
 }
 
 // readFile reads a file whole. Written by hand because fs.ReadFile, for a
@@ -363,8 +399,9 @@ type traceableFile struct {
 var traceableFiles = []traceableFile{{filterAddrs, FromFilterAddrs}, {filterNames, FromFilterNames}}
 
 // readTracefs reads the traceable set from the first of files that a
-// tracefs mount has (with keep, the part of it keep keeps).
-func readTracefs(fsys fs.FS, keep *nameSet, files []traceableFile) ([]Symbol, Source, error) {
+// tracefs mount has (with keep, the part of it keep keeps). It returns the
+// file's contents too.
+func readTracefs(fsys fs.FS, keep *nameSet, files []traceableFile) ([]Symbol, Source, []byte, error) {
 	var errs []error
 	for _, dir := range tracefsDirs {
 		for _, f := range files {
@@ -375,16 +412,16 @@ func readTracefs(fsys fs.FS, keep *nameSet, files []traceableFile) ([]Symbol, So
 			}
 			syms, err := parseFilterFunctions(data, f.source == FromFilterAddrs, keep)
 			if err != nil {
-				return nil, 0, err
+				return nil, 0, nil, err
 			}
 			if len(syms) == 0 && keep == nil {
 				errs = append(errs, fmt.Errorf("%s/%s is empty", dir, f.name))
 				continue
 			}
-			return syms, f.source, nil
+			return syms, f.source, data, nil
 		}
 	}
-	return nil, 0, firstInteresting(fsys, errs)
+	return nil, 0, nil, firstInteresting(fsys, errs)
 }
 
 // someCopiesUntraceable says whether kallsyms has a name of traced more

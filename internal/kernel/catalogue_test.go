@@ -226,7 +226,7 @@ func TestLive(t *testing.T) {
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		t.Skip("no kernel BTF on this machine")
 	}
-	c, release, err := Hold()
+	c, release, err := Hold(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,10 @@ import (
 type holder struct {
 	mu sync.Mutex
 	// load reads the catalogue, loadNames one of some functions (see
-	// LoadNames), modules lists the kernel's modules.
-	load      func() (*Catalogue, error)
-	loadNames func(names []string) (*Catalogue, error)
+	// LoadNames), both through cache unless it is nil; modules lists the
+	// kernel's modules.
+	load      func(cache *Cache) (*Catalogue, error)
+	loadNames func(names []string, cache *Cache) (*Catalogue, error)
 	modules   func() string
 	// cur is the catalogue handed out, nil when nobody holds it.
 	cur *held
@@ -39,13 +40,19 @@ var live = &holder{load: loadLive, loadNames: loadLiveNames, modules: loadedModu
 // BTF cache decodes (see loadBTF).
 var liveRoot = os.DirFS("/")
 
-func loadLive() (*Catalogue, error) {
-	return timedLoad(func() (*Catalogue, error) { return Load(liveRoot) })
+func loadLive(cache *Cache) (*Catalogue, error) {
+	if cache == nil {
+		return timedLoad(func() (*Catalogue, error) { return Load(liveRoot) })
+	}
+	return timedLoad(func() (*Catalogue, error) { return cache.Load(liveRoot) })
 }
 
 // loadLiveNames loads the running kernel's catalogue of names.
-func loadLiveNames(names []string) (*Catalogue, error) {
-	return timedLoad(func() (*Catalogue, error) { return LoadNames(liveRoot, names) })
+func loadLiveNames(names []string, cache *Cache) (*Catalogue, error) {
+	if cache == nil {
+		return timedLoad(func() (*Catalogue, error) { return LoadNames(liveRoot, names) })
+	}
+	return timedLoad(func() (*Catalogue, error) { return cache.LoadNames(liveRoot, names) })
 }
 
 func timedLoad(load func() (*Catalogue, error)) (*Catalogue, error) {
@@ -60,36 +67,40 @@ func timedLoad(load func() (*Catalogue, error)) (*Catalogue, error) {
 // Hold returns the catalogue of the running kernel and the function that
 // releases it. Those holding it at once share one catalogue, read again
 // when the kernel's modules changed since it was read (so modules loaded
-// later are seen), and dropped when the last holder releases it.
-func Hold() (*Catalogue, func(), error) { return live.hold() }
+// later are seen), and dropped when the last holder releases it. It is
+// read through cache unless cache is nil; releasing it waits for the
+// cache's write (see Catalogue.WriteCache).
+func Hold(cache *Cache) (*Catalogue, func(), error) { return live.hold(cache) }
 
 // HoldNames returns a catalogue that has the functions called names, and
 // the function that releases it: the shared catalogue when it is held
 // already, else a catalogue of only those functions (LoadNames), faster to
-// load, which is not shared.
-func HoldNames(names []string) (*Catalogue, func(), error) { return live.holdNames(names) }
+// load, which is not shared. cache is as for Hold.
+func HoldNames(names []string, cache *Cache) (*Catalogue, func(), error) {
+	return live.holdNames(names, cache)
+}
 
-func (h *holder) holdNames(names []string) (*Catalogue, func(), error) {
+func (h *holder) holdNames(names []string, cache *Cache) (*Catalogue, func(), error) {
 	mods := h.modules()
 	h.mu.Lock()
 	shared := h.cur != nil && h.cur.modules == mods
 	h.mu.Unlock()
 	if shared {
-		return h.hold()
+		return h.hold(cache)
 	}
-	cat, err := h.loadNames(names)
+	cat, err := h.loadNames(names, cache)
 	if err != nil {
 		return nil, nil, err
 	}
-	return cat, func() {}, nil
+	return cat, sync.OnceFunc(cat.waitCache), nil
 }
 
-func (h *holder) hold() (*Catalogue, func(), error) {
+func (h *holder) hold(cache *Cache) (*Catalogue, func(), error) {
 	mods := h.modules()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.cur == nil || h.cur.modules != mods {
-		cat, err := h.load()
+		cat, err := h.load(cache)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -101,10 +112,11 @@ func (h *holder) hold() (*Catalogue, func(), error) {
 	release := func() {
 		once.Do(func() {
 			h.mu.Lock()
-			defer h.mu.Unlock()
 			if cur.holders--; cur.holders == 0 && h.cur == cur {
 				h.cur = nil
 			}
+			h.mu.Unlock()
+			cur.cat.waitCache()
 		})
 	}
 	return cur.cat, release, nil

@@ -9,19 +9,19 @@ import "testing"
 func TestHold(t *testing.T) {
 	loads, mods := 0, "a 1\n"
 	h := &holder{
-		load:    func() (*Catalogue, error) { loads++; return &Catalogue{}, nil },
+		load:    func(*Cache) (*Catalogue, error) { loads++; return &Catalogue{}, nil },
 		modules: func() string { return mods },
 	}
-	first, release1, err := h.hold()
+	first, release1, err := h.hold(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, release2, _ := h.hold()
+	second, release2, _ := h.hold(nil)
 	if second != first || loads != 1 {
 		t.Errorf("two holders: %d loads, same catalogue %v", loads, second == first)
 	}
 	mods = "a 1\nb 2\n"
-	third, release3, _ := h.hold()
+	third, release3, _ := h.hold(nil)
 	if third == first || loads != 2 {
 		t.Errorf("after a module loaded: %d loads, same catalogue %v", loads, third == first)
 	}
@@ -31,7 +31,7 @@ func TestHold(t *testing.T) {
 	}
 	release1()
 	release1() // counts once
-	if _, release, _ := h.hold(); loads != 3 {
+	if _, release, _ := h.hold(nil); loads != 3 {
 		t.Errorf("held again after release: %d loads, want 3", loads)
 	} else {
 		release()
@@ -47,17 +47,17 @@ func TestHold(t *testing.T) {
 func TestHoldNames(t *testing.T) {
 	loads, named := 0, 0
 	h := &holder{
-		load:      func() (*Catalogue, error) { loads++; return &Catalogue{}, nil },
-		loadNames: func([]string) (*Catalogue, error) { named++; return &Catalogue{}, nil },
+		load:      func(*Cache) (*Catalogue, error) { loads++; return &Catalogue{}, nil },
+		loadNames: func([]string, *Cache) (*Catalogue, error) { named++; return &Catalogue{}, nil },
 		modules:   func() string { return "" },
 	}
-	part, release, err := h.holdNames([]string{"f"})
+	part, release, err := h.holdNames([]string{"f"}, nil)
 	if err != nil || named != 1 || loads != 0 || h.cur != nil {
 		t.Fatalf("nothing held: %d named loads, %d loads, shared %v, %v", named, loads, h.cur != nil, err)
 	}
 	release()
-	full, releaseFull, _ := h.hold()
-	got, release, _ := h.holdNames([]string{"f"})
+	full, releaseFull, _ := h.hold(nil)
+	got, release, _ := h.holdNames([]string{"f"}, nil)
 	if got != full || named != 1 || part == full {
 		t.Errorf("with the catalogue held: got it %v, %d named loads", got == full, named)
 	}

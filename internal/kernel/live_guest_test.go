@@ -38,7 +38,7 @@ func TestLiveAgreesWithTracefs(t *testing.T) {
 	if err := s.Err(); err != nil {
 		t.Fatal(err)
 	}
-	c, release, err := Hold()
+	c, release, err := Hold(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
