@@ -21,6 +21,7 @@ type listFlags struct {
 	verbose bool
 	json    bool
 	root    string
+	noCache bool
 }
 
 func newListCommand() *cobra.Command {
@@ -54,6 +55,7 @@ arguments their programs read.`,
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "also show the matched functions that are excluded, and why")
 	fs.BoolVar(&f.json, "json", false, "print JSON, for programs")
 	fs.StringVar(&f.root, "root", "", "read kernel files (sys/kernel/btf, proc/kallsyms, tracefs) under `DIR` instead of /")
+	fs.BoolVar(&f.noCache, "no-cache", false, noCacheUsage)
 	cmd.MarkFlagDirname("root")
 	return cmd
 }
@@ -66,7 +68,7 @@ func runList(patterns []string, f listFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	note := func(n string) { fmt.Fprintln(stderr, "trawl: note:", oneLine(n)) }
-	sel, err := listFunctions(patterns, f.root, note)
+	sel, err := listFunctions(patterns, f.root, f.noCache, note)
 	if err != nil {
 		return err
 	}
@@ -83,14 +85,15 @@ func runList(patterns []string, f listFlags, stdout, stderr io.Writer) error {
 }
 
 // listFunctions lists what the patterns select from the kernel files
-// under root, or from the running kernel when root is "".
-func listFunctions(patterns []string, root string, notify func(string)) (*trawl.Selection, error) {
+// under root, or from the running kernel when root is "" (through the
+// catalogue cache unless noCache).
+func listFunctions(patterns []string, root string, noCache bool, notify func(string)) (*trawl.Selection, error) {
 	if root != "" {
 		if err := checkDir(root); err != nil {
 			return nil, fmt.Errorf("%w: --root: %w", errUsage, err)
 		}
 	}
-	return trawl.List(patterns, trawl.ListOptions{Root: root, Notify: notify})
+	return trawl.List(patterns, trawl.ListOptions{Root: root, Notify: notify, NoCache: noCache})
 }
 
 // checkDir fails unless dir is a directory, saying what it is instead.

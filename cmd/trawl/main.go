@@ -187,7 +187,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 			slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		}
 	}
-	root.AddCommand(newListCommand(), newFeaturesCommand(), newReportCommand(), newManCommand(),
+	root.AddCommand(newListCommand(), newFeaturesCommand(), newReportCommand(), newCacheCommand(), newManCommand(),
 		hiddenCommand(gateCommand, runGate), hiddenCommand(workloadCommand, runWorkload))
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()

@@ -28,6 +28,7 @@ import (
 
 // traceFlags are the flags of the tracing command.
 type traceFlags struct {
+	noCache     bool
 	backend     string
 	pids        pidList
 	buffers     bufferList
@@ -157,6 +158,7 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress or notices on standard error, only errors and the summary at the end")
 	f.ringBuffer = trawl.DefaultRingBufferSize
 	fs.Var(&f.ringBuffer, "ring-buffer-size", "size of the ring buffer the calls go through: a power of two number of pages, in bytes, or with K, M or G")
+	fs.BoolVar(&f.noCache, "no-cache", false, noCacheUsage)
 	fs.BoolVarP(&f.version, "version", "V", false, "print trawl's version, commit, Go release and BPF program hash, and exit")
 
 	for name, values := range map[string][]string{"backend": backends, "format": formats, "sort": render.SortColumns, "color": colors, "otlp-values": valueLevels} {
@@ -615,6 +617,7 @@ func (f *traceFlags) config(patterns []string) trawl.Config {
 		cfg.Errnos = errnos
 	}
 	cfg.RingBufferSize = int(f.ringBuffer)
+	cfg.NoCache = f.noCache
 	cfg.Aggregate = f.outputFormat() == formatStats
 	return cfg
 }
