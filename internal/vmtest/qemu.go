@@ -88,7 +88,7 @@ func Run(ctx context.Context, o Options) (int, error) {
 		return 0, err
 	}
 	spec := guest.Spec{
-		Args:     append([]string{"/run/trawl/bin/" + filepath.Base(o.Args[0])}, o.Args[1:]...),
+		Args:     append([]string{"/run/vmtest/bin/" + filepath.Base(o.Args[0])}, o.Args[1:]...),
 		Env:      append(o.Env, guest.KernelEnv+"="+o.Kernel.ID),
 		Dir:      o.Dir,
 		Share:    o.Share,

@@ -60,7 +60,7 @@ func TestFindMarker(t *testing.T) {
 }
 
 func TestRunArchive(t *testing.T) {
-	spec := guest.Spec{Args: []string{"/run/trawl/bin/x.test", "-test.v"}, Dir: "/src"}
+	spec := guest.Spec{Args: []string{"/run/vmtest/bin/x.test", "-test.v"}, Dir: "/src"}
 	data, err := runArchive(spec, []byte("binary"))
 	if err != nil {
 		t.Fatal(err)
@@ -81,12 +81,12 @@ func TestRunArchive(t *testing.T) {
 		body, _ := io.ReadAll(r)
 		got[h.Name] = string(body)
 	}
-	for _, dir := range []string{"run", "run/trawl", "run/trawl/bin"} {
+	for _, dir := range []string{"run", "run/vmtest", "run/vmtest/bin"} {
 		if _, ok := got[dir]; !ok {
 			t.Errorf("archive lacks directory %s", dir)
 		}
 	}
-	if got["run/trawl/bin/x.test"] != "binary" {
+	if got["run/vmtest/bin/x.test"] != "binary" {
 		t.Errorf("archive lacks the binary")
 	}
 	if !strings.Contains(got[guest.SpecPath[1:]], `"dir":"/src"`) {

@@ -19,7 +19,7 @@ import (
 
 // SpecPath is where the runner puts the run specification in the per-run
 // initramfs.
-const SpecPath = "/run/trawl/spec.json"
+const SpecPath = "/run/vmtest/spec.json"
 
 // ModulesList is the file in the kernel's base initramfs that lists the
 // module files the init loads, one a line, dependencies first.

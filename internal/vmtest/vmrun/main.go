@@ -179,7 +179,7 @@ func fetchKernels(ctx context.Context, cache, list string) error {
 
 // guestEnv passes the variables that steer Go programs and trawl's tests.
 func guestEnv() []string {
-	env := []string{"HOME=/tmp", "TMPDIR=/tmp", "PATH=/run/trawl/bin"}
+	env := []string{"HOME=/tmp", "TMPDIR=/tmp", "PATH=/run/vmtest/bin"}
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch {

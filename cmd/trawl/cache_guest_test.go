@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trawl-dev/trawl"
+)
+
+// cacheLine finds the --debug line that says whether the catalogue
+// cache served, and the catalogue's load time.
+var (
+	cacheLine  = regexp.MustCompile(`msg="catalogue cache (hit|miss|unused)"[^\n]*`)
+	loadedLine = regexp.MustCompile(`msg="catalogue loaded"[^\n]* took=(\S+)`)
+)
+
+// cacheRun runs trawl --debug with args and returns its stdout, what it
+// said of the cache ("hit", "miss" or "" for nothing), its debug output
+// and how long it took to start tracing (a trace) or to end (a list).
+func cacheRun(t *testing.T, args ...string) (out, cache, stderr string, took time.Duration) {
+	t.Helper()
+	start := time.Now()
+	cmd := trawlCmd(append([]string{"--debug"}, args...)...)
+	if args[0] == "list" {
+		var code int
+		out, stderr, code = runLimited(t, cmd, startLimit)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, stderr)
+		}
+		took = time.Since(start)
+	} else {
+		errOut, done := startTrawl(t, cmd)
+		took = waitTracing(t, cmd, errOut).Sub(start)
+		if err := <-done; err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, errOut.String())
+		}
+		stderr = errOut.String()
+	}
+	if m := cacheLine.FindStringSubmatch(stderr); m != nil {
+		cache = m[1]
+	}
+	if m := loadedLine.FindStringSubmatch(stderr); m != nil {
+		t.Logf("%v: cache %q, catalogue loaded in %s, done in %v", args, cache, m[1], took.Round(time.Millisecond))
+	}
+	return out, cache, stderr, took
+}
+
+// TestCatalogueCache checks that the second start in a boot reads the
+// kernel's lists from the cache and finds the same functions, that a
+// cache file edited by hand is ignored and written again, and that
+// --no-cache reads the kernel.
+func TestCatalogueCache(t *testing.T) {
+	onlyOn(t, "the catalogue cache", "amd64-7.3")
+	if err := trawl.ClearCatalogueCache(""); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(trawl.DefaultCatalogueCache, "catalogue")
+	trace := []string{"--stats", "-d", "1", "vfs_read"}
+
+	_, cache, stderr, first := cacheRun(t, trace...)
+	if cache != "miss" || !strings.Contains(stderr, "catalogue cache written") {
+		t.Fatalf("first trace: cache %q, want a miss and the cache written\n%s", cache, stderr)
+	}
+	_, cache, stderr, second := cacheRun(t, trace...)
+	if cache != "hit" || !strings.Contains(stderr, "tracing 1 functions") {
+		t.Fatalf("second trace: cache %q, want a hit, tracing vfs_read\n%s", cache, stderr)
+	}
+	t.Logf("start to tracing: %v without the cache, %v with it", first.Round(time.Millisecond), second.Round(time.Millisecond))
+
+	list := []string{"list", "vfs_*", "tcp_send*"}
+	want, cache, _, _ := cacheRun(t, append(list, "--no-cache")...)
+	if cache != "" || want == "" {
+		t.Fatalf("--no-cache: cache %q, %d bytes listed", cache, len(want))
+	}
+	if got, cache, _, _ := cacheRun(t, list...); cache != "hit" || got != want {
+		t.Errorf("list from the cache: cache %q, same functions %v", cache, got == want)
+	}
+
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := strings.Index(string(data), " vfs_read\n")
+	if at < 0 {
+		t.Fatal("the cache file has no vfs_read line of kallsyms")
+	}
+	copy(data[at:], " vfs_reed\n")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, cache, stderr, _ := cacheRun(t, list...)
+	if cache != "miss" || !strings.Contains(stderr, "checksum") || !strings.Contains(stderr, "catalogue cache written") || got != want {
+		t.Errorf("edited cache file: cache %q, same functions %v, want a miss for its checksum and the file written again\n%s", cache, got == want, stderr)
+	}
+	if got, cache, _, _ := cacheRun(t, list...); cache != "hit" || got != want {
+		t.Errorf("after the edited file was written again: cache %q, same functions %v", cache, got == want)
+	}
+}
