@@ -17,6 +17,7 @@ import (
 // cache served, and the catalogue's load time.
 var (
 	cacheLine  = regexp.MustCompile(`msg="catalogue cache (hit|miss|unused)"[^\n]*`)
+	stepsLine  = regexp.MustCompile(`msg="catalogue steps[^\n]*`)
 	loadedLine = regexp.MustCompile(`msg="catalogue loaded"[^\n]* took=(\S+)`)
 )
 
@@ -46,7 +47,7 @@ func cacheRun(t *testing.T, args ...string) (out, cache, stderr string, took tim
 		cache = m[1]
 	}
 	if m := loadedLine.FindStringSubmatch(stderr); m != nil {
-		t.Logf("%v: cache %q, catalogue loaded in %s, done in %v", args, cache, m[1], took.Round(time.Millisecond))
+		t.Logf("%v: cache %q, catalogue loaded in %s, done in %v\n%s\n%s", args, cache, m[1], took.Round(time.Millisecond), cacheLine.FindString(stderr), stepsLine.FindString(stderr))
 	}
 	return out, cache, stderr, took
 }

@@ -16,6 +16,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -86,14 +87,16 @@ func (c *Cache) load(fsys fs.FS, keep *nameSet) (*Catalogue, error) {
 		cat, _, err := loadKept(fsys, keep, nil)
 		return cat, err
 	}
-	kept, err := c.read(key)
-	if err == nil {
-		slog.Debug("catalogue cache hit", "dir", c.dir)
-		cat, _, err := loadKept(fsys, keep, kept)
-		return cat, err
-	}
-	slog.Debug("catalogue cache miss", "dir", c.dir, "why", err)
-	cat, read, err := loadKept(fsys, keep, nil)
+	cat, read, err := loadKept(fsys, keep, func() *lists {
+		start := time.Now()
+		kept, err := c.read(key)
+		if err != nil {
+			slog.Debug("catalogue cache miss", "dir", c.dir, "why", err)
+			return nil
+		}
+		slog.Debug("catalogue cache hit", "dir", c.dir, "read", round(time.Since(start)))
+		return kept
+	})
 	if err == nil && read != nil {
 		cat.keep = &cacheWrite{done: make(chan struct{}), write: func() { c.fill(fsys, key, read) }}
 	}

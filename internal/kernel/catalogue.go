@@ -24,6 +24,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf/btf"
 )
@@ -273,9 +274,11 @@ type lists struct {
 }
 
 // loadKept builds a catalogue of the functions keep keeps, or of all of
-// them (keep nil), from the lists kept (nil: read from fsys). It returns
-// the lists it read, nil when tracefs could not be read.
-func loadKept(fsys fs.FS, keep *nameSet, kept *lists) (*Catalogue, *lists, error) {
+// them (keep nil), from the lists keptLists returns while vmlinux's BTF
+// loads, or, when it is nil or returns nil, from those it reads from fsys. It
+// returns the lists it read from fsys, nil if none or when tracefs could
+// not be read.
+func loadKept(fsys fs.FS, keep *nameSet, keptLists func() *lists) (*Catalogue, *lists, error) {
 	var (
 		vmlinux  *btfObject
 		ksyms    []Symbol
@@ -284,31 +287,40 @@ func loadKept(fsys fs.FS, keep *nameSet, kept *lists) (*Catalogue, *lists, error
 		read     = &lists{}
 		tfsError error
 	)
+	start := time.Now()
 	var wg sync.WaitGroup
 	var btfErr, symErr error
+	var btfTook, symTook time.Duration
 	wg.Go(func() {
 		vmlinux, btfErr = loadBTF(fsys, vmlinuxModule, nil, keep)
+		btfTook = time.Since(start)
 	})
+	var kept *lists
+	if keptLists != nil {
+		kept = keptLists()
+	}
 	// The kernel writes kallsyms and the traceable list line by line as
 	// they are read, which takes most of the catalogue's time: read both
 	// at once, or not at all when they were kept.
 	wg.Go(func() {
-		data := kept.kallsymsData()
-		if data == nil {
+		var data []byte
+		if kept != nil {
+			data = kept.kallsyms
+		} else {
 			var err error
 			if data, err = readFile(fsys, kallsymsPath); err != nil {
 				symErr = fmt.Errorf("read kernel symbols: %w", err)
 				return
 			}
+			read.kallsyms = data
 		}
-		read.kallsyms = data
 		if ksyms, symbols, symErr = parseKallsyms(data, keep); symErr == nil && symbols == nil {
 			symbols = lazySymbolizer(data)
 		}
+		symTook = time.Since(start)
 	})
 	wg.Go(func() {
 		if kept != nil {
-			read.traceable, read.source = kept.traceable, kept.source
 			traced, tfsError = parseFilterFunctions(kept.traceable, kept.source == FromFilterAddrs, keep)
 			return
 		}
@@ -325,9 +337,16 @@ func loadKept(fsys fs.FS, keep *nameSet, kept *lists) (*Catalogue, *lists, error
 	if err := cmp.Or(btfErr, symErr); err != nil {
 		return nil, nil, err
 	}
-	if read.source == FromFilterNames && keep != nil && someCopiesUntraceable(traced, ksyms) {
+	if kept != nil {
+		read = nil
+	}
+	source := cmp.Or(kept, read).source
+	if source == FromFilterNames && keep != nil && someCopiesUntraceable(traced, ksyms) {
 		if t, s, data, err := readTracefs(fsys, keep, traceableFiles[:1]); err == nil {
-			traced, read.source, read.traceable = t, s, data
+			traced, source = t, s
+			if read != nil {
+				read.source, read.traceable = s, data
+			}
 		}
 	}
 
@@ -336,8 +355,10 @@ func loadKept(fsys fs.FS, keep *nameSet, kept *lists) (*Catalogue, *lists, error
 		ksyms:   groupSymbols(ksyms),
 		keep:    keep,
 	}
+	listsTook := time.Since(start)
 	b.loadModules(fsys, vmlinux, ksyms)
-	c := &Catalogue{specs: make(map[string]*btf.Spec, len(b.objects)), source: read.source, traceable: traced, symbols: symbols}
+	modulesTook := time.Since(start)
+	c := &Catalogue{specs: make(map[string]*btf.Spec, len(b.objects)), source: source, traceable: traced, symbols: symbols}
 	for module, obj := range b.objects {
 		c.specs[module] = obj.spec
 	}
@@ -357,7 +378,10 @@ func loadKept(fsys fs.FS, keep *nameSet, kept *lists) (*Catalogue, *lists, error
 		c.notice = strings.TrimPrefix(c.notice+"; "+msg, "; ")
 	}
 	c.funcs = b.build(c.traceable, c.source)
+	buildTook := time.Since(start)
 	c.tracepoints = readTracepoints(fsys, vmlinux)
+	slog.Debug("catalogue steps, from the start", "vmlinux_btf", round(btfTook), "kallsyms", round(symTook),
+		"lists", round(listsTook), "modules", round(modulesTook), "build", round(buildTook), "tracepoints", round(time.Since(start)))
 	c.byName = make(map[string][]int, len(c.funcs))
 	for i, f := range c.funcs {
 		c.byName[f.Name] = append(c.byName[f.Name], i)
@@ -365,13 +389,7 @@ func loadKept(fsys fs.FS, keep *nameSet, kept *lists) (*Catalogue, *lists, error
 	return c, read, nil
 }
 
-// kallsymsData returns the kept kallsyms, nil for no lists.
-func (l *lists) kallsymsData() []byte {
-	if l == nil {
-		return nil
-	}
-	return l.kallsyms
-}
+func round(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
 // readFile reads a file whole. Written by hand because fs.ReadFile, for a
 // file whose size it cannot know beforehand (those of /proc and tracefs),
