@@ -75,9 +75,16 @@ func TestCatalogueCache(t *testing.T) {
 	t.Logf("start to tracing: %v without the cache, %v with it", first.Round(time.Millisecond), second.Round(time.Millisecond))
 
 	list := []string{"list", "vfs_*", "tcp_send*"}
+	before, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
 	want, cache, _, _ := cacheRun(t, append(list, "--no-cache")...)
 	if cache != "" || want == "" {
 		t.Fatalf("--no-cache: cache %q, %d bytes listed", cache, len(want))
+	}
+	if after, err := os.Stat(file); err != nil || !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("--no-cache wrote the cache file: %v", err)
 	}
 	if got, cache, _, _ := cacheRun(t, list...); cache != "hit" || got != want {
 		t.Errorf("list from the cache: cache %q, same functions %v", cache, got == want)
