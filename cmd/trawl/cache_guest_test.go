@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
 
 // cacheLine finds the --debug line that says whether the catalogue
@@ -57,7 +58,7 @@ func cacheRun(t *testing.T, args ...string) (out, cache, stderr string, took tim
 // cache file edited by hand is ignored and written again, and that
 // --no-cache reads the kernel.
 func TestCatalogueCache(t *testing.T) {
-	onlyOn(t, "the catalogue cache", "amd64-7.3")
+	guest.Only(t, "the catalogue cache", "amd64-7.3")
 	if err := trawl.ClearCatalogueCache(""); err != nil {
 		t.Fatal(err)
 	}
