@@ -54,6 +54,9 @@ func backendList() string {
 // reads only the functions cfg names when its patterns name them in full,
 // as Open does.
 func ChooseBackend(cfg Config) (b Backend, why string, err error) {
+	if err := UseBTF(cfg.BTF, cfg.BTFDir); err != nil {
+		return "", "", err
+	}
 	cat, release, err := holdCatalogue(cfg)
 	if err != nil {
 		return "", "", err
@@ -77,13 +80,19 @@ func ChooseBackend(cfg Config) (b Backend, why string, err error) {
 type Features struct {
 	report features.Report
 	auto   []backend.AutoChoice
+	// btf says where the kernel's BTF comes from, or why there is none.
+	btf string
 	// err says why no backend can attach, nil when one can.
 	err error
 }
 
-// ProbeFeatures probes the running kernel for each attach mechanism.
+// ProbeFeatures probes the running kernel for each attach mechanism, and
+// says where its BTF comes from (the kernel, or a file: UseBTF).
 func ProbeFeatures() Features {
-	f := Features{report: features.Probe(), auto: backend.AutoChoices(backend.LiveProbe)}
+	f := Features{report: features.Probe(), auto: backend.AutoChoices(backend.LiveProbe), btf: "from " + kernel.BTFOrigin()}
+	if err := features.KernelBTF(); err != nil {
+		f.btf = fmt.Sprintf("no: %v (give it from a file with --btf)", err)
+	}
 	if len(f.auto) == 0 {
 		_, _, err := backend.Choose(backend.Auto, 1, 0, false, backend.LiveProbe)
 		f.err = publicError(err)
@@ -96,8 +105,8 @@ func ProbeFeatures() Features {
 func (f Features) Err() error { return f.err }
 
 // String lists the features one a line: name, yes or no, and why not;
-// then the backends BackendAuto picks, by the number of functions
-// selected.
+// then where the kernel's BTF comes from, and the backends BackendAuto
+// picks, by the number of functions selected.
 func (f Features) String() string {
 	var picks []string
 	for _, a := range f.auto {
@@ -113,7 +122,7 @@ func (f Features) String() string {
 	if len(picks) == 0 {
 		picks = []string{"nothing: no backend can attach on this kernel"}
 	}
-	return f.report.String() + fmt.Sprintf("%-15s %s\n", "auto picks", strings.Join(picks, ", "))
+	return f.report.String() + fmt.Sprintf("%-15s %s\n%-15s %s\n", "kernel BTF", f.btf, "auto picks", strings.Join(picks, ", "))
 }
 
 // Markdown returns the features as a row of a Markdown table for the

@@ -41,6 +41,15 @@ type Config struct {
 	// Entries, fentry's programs run in fsession's place, and
 	// Session.Backend says BackendFentry.
 	Backend Backend
+	// BTF, if set, is a file holding the kernel's BTF, for a kernel
+	// without BTF of its own (no /sys/kernel/btf): raw BTF (BTFHub's) or
+	// an ELF file with a .BTF section. Only the kprobe backends can attach
+	// then, and no tracepoint: trampolines and BTF tracepoints attach by
+	// the kernel's own BTF. See UseBTF.
+	BTF string
+	// BTFDir, if set with BTF, is a directory of the modules' BTF, one
+	// file per module named by it, as /sys/kernel/btf is laid out.
+	BTFDir string
 	// PIDs, if set, limits tracing to these processes and their children.
 	// They are pids in the calling process's PID namespace, as are those
 	// of the calls read (0 for a task outside it); Open refuses a process
@@ -243,6 +252,9 @@ func (cfg Config) Validate() error {
 		if i >= len(cfg.Patterns) && pat.Tracepoint {
 			return bad("--entry %q: a tracepoint's event is no call that others run inside: give --entry functions, and the tracepoint as a pattern", p)
 		}
+	}
+	if err := checkBTF(cfg.BTF, cfg.BTFDir); err != nil {
+		return err
 	}
 	if cfg.Backend != "" && !slices.Contains(Backends, cfg.Backend) {
 		return bad("--backend %q: want one of %s", cfg.Backend, backendList())

@@ -28,6 +28,7 @@ func TestValidate(t *testing.T) {
 	full.Decode = DecodeOptions{Depth: MaxDepth, MaxBytes: MaxBytes}
 	full.RingBufferSize, full.Backend, full.Comm = 1<<20, BackendKprobeMulti, "fifteen-chars.."
 	full.CatalogueCache = "/var/cache/trawl"
+	full.BTF, full.BTFDir = "internal/kernel/testdata/vmlinux.elf", "internal/kernel/testdata"
 	if err := full.Validate(); err != nil {
 		t.Fatalf("a config at its limits: %v", err)
 	}
@@ -41,6 +42,9 @@ func TestValidate(t *testing.T) {
 		{"bad regexp", func(c *Config) { c.Patterns = []string{"/tcp_(/"} }, "bad pattern"},
 		{"bad entry", func(c *Config) { c.Entries = []string{"a b"} }, "cannot contain spaces"},
 		{"unknown backend", func(c *Config) { c.Backend = "ebpf" }, `--backend "ebpf"`},
+		{"btf missing", func(c *Config) { c.BTF = "testdata/no-such-btf" }, "--btf testdata/no-such-btf: read BTF"},
+		{"btf not BTF", func(c *Config) { c.BTF = "config.go" }, "neither raw BTF nor an ELF file"},
+		{"btf-dir alone", func(c *Config) { c.BTFDir = "testdata" }, "--btf-dir needs --btf"},
 		{"pid zero", func(c *Config) { c.PIDs = []int{0} }, "out of range"},
 		{"comm too long", func(c *Config) { c.Comm = "sixteen-chars..." }, "longer than the kernel's 15"},
 		{"cgroup-exact alone", func(c *Config) { c.CgroupExact = true }, "--cgroup-exact goes with --cgroup"},

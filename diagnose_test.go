@@ -90,7 +90,7 @@ func TestDiagnose(t *testing.T) {
 			name:     "no BTF",
 			facts:    hostFacts{caps: all, version: v618},
 			refusals: []backend.Refusal{{Backend: backend.NameFentry, Err: lacks("BTF")}, refusing[2]},
-			want:     "kernel BTF not found (the kernel needs CONFIG_DEBUG_INFO_BTF=y): /sys/kernel/btf/vmlinux is missing",
+			want:     "kernel BTF not found (the kernel needs CONFIG_DEBUG_INFO_BTF=y, or --btf FILE to read it from a file): /sys/kernel/btf/vmlinux is missing",
 			cause:    kernel.ErrNoBTF,
 		},
 		{

@@ -154,6 +154,9 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe backend.Probe)
 	if s.sel, s.entries, err = selectWithEntries(cat, cfg.Patterns, cfg.Entries); err != nil {
 		return err
 	}
+	if err := checkTracepoints(s.sel.Selected); err != nil {
+		return err
+	}
 	if cfg.Track != "" {
 		if s.track, err = newTracker(cfg.Track, s.sel.Selected); err != nil {
 			return err
@@ -177,6 +180,16 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe backend.Probe)
 		}
 	}
 	return s.backend.Fits(len(functions))
+}
+
+// checkTracepoints refuses tracepoints with the kernel's BTF from a
+// file: they attach as tp_btf programs, by the kernel's own BTF.
+func checkTracepoints(selected []*kernel.Function) error {
+	i := slices.IndexFunc(selected, (*kernel.Function).IsTracepoint)
+	if i < 0 || kernel.External() == nil {
+		return nil
+	}
+	return fmt.Errorf("%w, which BTF tracepoints attach by (%s selected; trawl reads its types from %s)", kernel.ErrExternalBTF, selected[i].Name, kernel.BTFOrigin())
 }
 
 // selectedFunctions returns the selected functions, leaving out the
@@ -367,7 +380,7 @@ func (s *Session) load(spec *ebpf.CollectionSpec, cfg Config) error {
 		}
 	}
 	contents := takeContents(trimmed)
-	coll, err := ebpf.NewCollectionWithOptions(trimmed, ebpf.CollectionOptions{Cache: kernel.BTFCache()})
+	coll, err := ebpf.NewCollectionWithOptions(trimmed, kernel.LoadOptions(nil))
 	if err != nil {
 		if ve := (*ebpf.VerifierError)(nil); errors.As(err, &ve) {
 			slog.Debug("verifier log", "log", fmt.Sprintf("%+v", ve))

@@ -81,7 +81,8 @@ type hostFacts struct {
 	// uidMap is /proc/self/uid_map, "" when unreadable; the initial user
 	// namespace's maps every uid to itself.
 	uidMap string
-	// btf says the kernel has BTF (/sys/kernel/btf/vmlinux).
+	// btf says the kernel has BTF (/sys/kernel/btf/vmlinux), or the
+	// process reads it from a file (kernel.UseBTF).
 	btf bool
 	// memlock is the soft RLIMIT_MEMLOCK in bytes.
 	memlock uint64
@@ -105,7 +106,7 @@ func liveHostFacts() hostFacts {
 	}
 	f.uidMap = readTrimmed("/proc/self/uid_map")
 	_, err := os.Stat("/sys/kernel/btf/vmlinux")
-	f.btf = err == nil
+	f.btf = err == nil || kernel.External() != nil
 	var lim unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim) == nil {
 		f.memlock = lim.Cur

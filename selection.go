@@ -75,6 +75,10 @@ type ListOptions struct {
 	// proc/kallsyms, sys/kernel/tracing) to read instead of the running
 	// kernel's files.
 	Root string
+	// BTF and BTFDir, if set, are files of the kernel's BTF to read in
+	// place of sys/kernel/btf, as Config.BTF and Config.BTFDir are (for
+	// the running kernel, see UseBTF).
+	BTF, BTFDir string
 	// Capture sets the budgets Arg.Budget shows.
 	Capture CaptureOptions
 	// Notify, if set, receives one-line notices for the user (a degraded
@@ -93,9 +97,18 @@ func List(patterns []string, opts ListOptions) (*Selection, error) {
 	}
 	var cat *kernel.Catalogue
 	var err error
-	if opts.Root != "" {
+	if err := checkBTF(opts.BTF, opts.BTFDir); err != nil {
+		return nil, err
+	}
+	switch {
+	case opts.Root != "" && opts.BTF != "":
+		cat, err = kernel.Load(kernel.WithBTF(os.DirFS(opts.Root), kernel.ExternalBTF{File: opts.BTF, Dir: opts.BTFDir}))
+	case opts.Root != "":
 		cat, err = kernel.Load(os.DirFS(opts.Root))
-	} else {
+	default:
+		if err := UseBTF(opts.BTF, opts.BTFDir); err != nil {
+			return nil, err
+		}
 		var release func()
 		cat, release, err = kernel.Hold(catalogueCache(opts.CatalogueCache, opts.NoCache))
 		if err == nil {

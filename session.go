@@ -131,9 +131,13 @@ type Session struct {
 
 // Open selects the functions, loads the capture program, attaches it and
 // arms it: calls are traced until Stop or Close. It checks cfg with
-// Validate first, before it reads anything of the kernel's.
+// Validate first, before it reads anything of the kernel's, then uses
+// Config.BTF (UseBTF).
 func Open(ctx context.Context, cfg Config) (*Session, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := UseBTF(cfg.BTF, cfg.BTFDir); err != nil {
 		return nil, err
 	}
 	if err := liveHostFacts().checkCapabilities(); err != nil {

@@ -89,6 +89,11 @@ func TestBadInput(t *testing.T) {
 		{"perfetto and -o", []string{"--perfetto", fresh, "-o", existing, "vfs_read"}, 2, "-o cannot go with it"},
 		{"workload and command", []string{"--workload", "vfs_read", "--", "true"}, 2, "--workload and a command"},
 		{"command not found", []string{"vfs_read", "--", "/nonexistent/trawl-no-such-command"}, 127, "not found"},
+		{"btf missing", []string{"--btf", filepath.Join(dir, "missing"), "vfs_read"}, 2, "--btf " + filepath.Join(dir, "missing") + ": read BTF: open"},
+		{"btf not BTF", []string{"--btf", existing, "vfs_read"}, 2, "neither raw BTF nor an ELF file"},
+		{"btf ELF without .BTF", []string{"--btf", os.Args[0], "vfs_read"}, 2, "an ELF file without a .BTF section"},
+		{"btf-dir without btf", []string{"--btf-dir", dir, "vfs_read"}, 2, "--btf-dir needs --btf"},
+		{"btf-dir not a directory", []string{"--btf", "../../internal/kernel/testdata/vmlinux.elf", "--btf-dir", existing, "vfs_read"}, 2, "is not a directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Every case names existing as the output, unless it names

@@ -61,7 +61,7 @@ func functionNames(root, toComplete string) ([]string, error) {
 	if strings.ContainsAny(name, `*?[]\/(`) {
 		return nil, nil
 	}
-	sel, err := listFunctions([]string{module + name + "*"}, root, false, nil)
+	sel, err := listFunctions([]string{module + name + "*"}, root, false, btfFlags{}, nil)
 	if errors.Is(err, trawl.ErrNoMatch) || errors.Is(err, trawl.ErrBadPattern) {
 		return nil, nil
 	}

@@ -15,6 +15,7 @@ import (
 func newFeaturesCommand() *cobra.Command {
 	var markdown string
 	var header bool
+	var btf btfFlags
 	cmd := &cobra.Command{
 		Use:   "features [flags] [PATTERN...]",
 		Short: "Show the attach mechanisms the kernel supports, and the backend auto picks",
@@ -23,7 +24,9 @@ func newFeaturesCommand() *cobra.Command {
 pointer arguments of global functions, function arguments, kprobe.multi,
 kprobe.session, fsession, tracing_multi) and says for each missing one why:
 a kernel too old, or one built without CONFIG_FPROBE or CONFIG_KPROBES;
-then which backend --backend auto picks, by the number of functions. With
+then where the kernel's BTF comes from (the kernel, or the file --btf
+names), and which backend --backend auto picks, by the number of
+functions. With
 patterns, it also says which backend auto picks for them, and why.
 
 It exits 1 when no backend can attach on this kernel, after saying in one
@@ -33,20 +36,25 @@ test for support with trawl features >/dev/null.`,
   trawl features 'tcp_*'`,
 		ValidArgsFunction: completePatterns,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runFeatures(args, markdown, header, cmd.OutOrStdout())
+			return runFeatures(args, markdown, header, btf, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&markdown, "markdown", "", "print a Markdown table row for the kernel named `NAME`")
 	cmd.Flags().BoolVar(&header, "header", false, "with --markdown, print the table header first")
+	btf.register(cmd)
 	return cmd
 }
 
 // runFeatures prints which attach mechanisms the running kernel supports
 // and, given patterns, which backend auto would choose for them; with
 // markdown, a row of the README's table for the kernel of that name. It
-// returns why no backend can attach, if none can.
-func runFeatures(patterns []string, markdown string, header bool, stdout io.Writer) error {
+// returns why no backend can attach, if none can. With btf set, the
+// kernel's BTF comes from its files.
+func runFeatures(patterns []string, markdown string, header bool, btf btfFlags, stdout io.Writer) error {
 	if err := checkExclusions(patterns); err != nil {
+		return err
+	}
+	if err := trawl.UseBTF(btf.file, btf.dir); err != nil {
 		return err
 	}
 	r := trawl.ProbeFeatures()
@@ -55,7 +63,7 @@ func runFeatures(patterns []string, markdown string, header bool, stdout io.Writ
 		if err := r.Err(); err != nil || len(patterns) == 0 {
 			return err
 		}
-		name, why, err := trawl.ChooseBackend(trawl.Config{Patterns: patterns, Backend: trawl.BackendAuto})
+		name, why, err := trawl.ChooseBackend(trawl.Config{Patterns: patterns, Backend: trawl.BackendAuto, BTF: btf.file, BTFDir: btf.dir})
 		if err != nil {
 			return err
 		}

@@ -22,6 +22,7 @@ type listFlags struct {
 	json    bool
 	root    string
 	noCache bool
+	btf     btfFlags
 }
 
 func newListCommand() *cobra.Command {
@@ -57,6 +58,7 @@ arguments their programs read.`,
 	fs.StringVar(&f.root, "root", "", "read kernel files (sys/kernel/btf, proc/kallsyms, tracefs) under `DIR` instead of /")
 	fs.BoolVar(&f.noCache, "no-cache", false, noCacheUsage)
 	cmd.MarkFlagDirname("root")
+	f.btf.register(cmd)
 	return cmd
 }
 
@@ -68,7 +70,7 @@ func runList(patterns []string, f listFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 	note := func(n string) { fmt.Fprintln(stderr, "trawl: note:", oneLine(n)) }
-	sel, err := listFunctions(patterns, f.root, f.noCache, note)
+	sel, err := listFunctions(patterns, f.root, f.noCache, f.btf, note)
 	if err != nil {
 		return err
 	}
@@ -86,14 +88,15 @@ func runList(patterns []string, f listFlags, stdout, stderr io.Writer) error {
 
 // listFunctions lists what the patterns select from the kernel files
 // under root, or from the running kernel when root is "" (through the
-// catalogue cache unless noCache).
-func listFunctions(patterns []string, root string, noCache bool, notify func(string)) (*trawl.Selection, error) {
+// catalogue cache unless noCache), with the kernel's BTF from the files
+// of btf if set.
+func listFunctions(patterns []string, root string, noCache bool, btf btfFlags, notify func(string)) (*trawl.Selection, error) {
 	if root != "" {
 		if err := checkDir(root); err != nil {
 			return nil, fmt.Errorf("%w: --root: %w", errUsage, err)
 		}
 	}
-	return trawl.List(patterns, trawl.ListOptions{Root: root, Notify: notify, NoCache: noCache})
+	return trawl.List(patterns, trawl.ListOptions{Root: root, BTF: btf.file, BTFDir: btf.dir, Notify: notify, NoCache: noCache})
 }
 
 // checkDir fails unless dir is a directory, saying what it is instead.

@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -147,5 +149,46 @@ func TestListVerboseRaw(t *testing.T) {
 		"NF_HOOK.constprop.0(?)  (no BTF prototype: compiler clone of NF_HOOK (.constprop.0): its arguments differ from the BTF prototype; read: arguments as raw registers, the return value guessed as long, an errno from -4095 to -1)\n"
 	if out != want {
 		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+}
+
+// TestListBTF checks that list reads the kernel's BTF from the file --btf
+// names, raw or in an ELF file, when the root has none, and that list and
+// features refuse a file that holds no BTF as a usage error.
+func TestListBTF(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"proc", "sys/kernel/tracing"} {
+		abs, err := filepath.Abs(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(abs, filepath.Join(dir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := runTrawl("list", "--root", dir, "vfs_read"); err == nil || !strings.Contains(err.Error(), "kernel BTF not found") {
+		t.Fatalf("without BTF: %v, want kernel BTF not found", err)
+	}
+	for _, file := range []string{root + "/sys/kernel/btf/vmlinux", "../../internal/kernel/testdata/vmlinux.elf"} {
+		out, stderr, err := runTrawl("list", "--root", dir, "--btf", file, "vfs_read")
+		if err != nil {
+			t.Fatalf("--btf %s: %v\n%s", file, err, stderr)
+		}
+		if want := "ssize_t vfs_read(struct file *file, char *buf, size_t count, loff_t *pos)\n"; out != want {
+			t.Errorf("--btf %s: got %q, want %q", file, out, want)
+		}
+	}
+	notBTF := filepath.Join(dir, "proc", "kallsyms")
+	for _, args := range [][]string{
+		{"list", "--root", dir, "--btf", notBTF, "vfs_read"},
+		{"features", "--btf", notBTF},
+	} {
+		_, _, err := runTrawl(args...)
+		if !isUsage(err) || !strings.Contains(err.Error(), "neither raw BTF nor an ELF file") {
+			t.Errorf("%s with a file that is not BTF: %v, want a usage error", args[0], err)
+		}
 	}
 }

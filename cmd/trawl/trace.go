@@ -30,6 +30,7 @@ import (
 type traceFlags struct {
 	noCache     bool
 	backend     string
+	btf         btfFlags
 	pids        pidList
 	buffers     bufferList
 	show        []string
@@ -167,6 +168,7 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	cmd.RegisterFlagCompletionFunc("hist", completeFunctions)
 	cmd.RegisterFlagCompletionFunc("entry", completeFunctions)
 	cmd.MarkFlagDirname("cgroup")
+	f.btf.register(cmd)
 }
 
 // parsePID parses a process id: a positive decimal no larger than the
@@ -604,7 +606,7 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 // config describes the trace the flags ask for; the command's process
 // and notices are added once they exist.
 func (f *traceFlags) config(patterns []string) trawl.Config {
-	cfg := trawl.Config{Patterns: patterns, Entries: f.entries, Stack: f.stack, Backend: trawl.Backend(f.backend), PIDs: f.pids, Comm: string(f.comm), Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
+	cfg := trawl.Config{Patterns: patterns, Entries: f.entries, Stack: f.stack, Backend: trawl.Backend(f.backend), BTF: f.btf.file, BTFDir: f.btf.dir, PIDs: f.pids, Comm: string(f.comm), Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
 	cfg.Decode.Depth, cfg.Decode.MaxBytes, cfg.Decode.Full = f.depth, f.maxBytes, f.full
 	cfg.Capture.BufferBytes, cfg.Capture.Buffers = f.maxBytes, f.buffers
 	cfg.Capture.Depth, cfg.Capture.CallBytes = max(f.depth-1, 0), f.callBytes

@@ -9,6 +9,9 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/plan"
 )
 
 // Auto is the name that lets Choose pick the backend.
@@ -105,8 +108,23 @@ func (r rule) holds(n int, gated bool) bool {
 // it has. LiveProbe asks the kernel; tests make up kernels.
 type Probe func(*Backend) error
 
-// LiveProbe probes the running kernel for the backend's feature.
-func LiveProbe(b *Backend) error { return b.Needs() }
+// LiveProbe probes the running kernel for the backend's feature. While
+// the process reads the kernel's BTF from a file (kernel.UseBTF), it
+// refuses the trampoline backends, which attach by the kernel's own.
+func LiveProbe(b *Backend) error {
+	return withExternalBTF(func(b *Backend) error { return b.Needs() }, kernel.External() != nil)(b)
+}
+
+// withExternalBTF returns probe, refusing the trampoline backends when
+// the kernel's BTF comes from a file (external).
+func withExternalBTF(probe Probe, external bool) Probe {
+	return func(b *Backend) error {
+		if external && b.Family == plan.Trampoline {
+			return fmt.Errorf("%w, which trampolines attach by (trawl reads its types from %s): a kprobe backend can attach", kernel.ErrExternalBTF, kernel.BTFOrigin())
+		}
+		return probe(b)
+	}
+}
 
 // Choose returns the backend named name for a selection of n functions,
 // raw of them without a BTF prototype, checked with probe, and why. For

@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/plan"
 )
 
 // kernelWith makes up a kernel that has the named backends' features.
@@ -175,6 +178,32 @@ func TestAutoChoices(t *testing.T) {
 		}
 		if strings.Join(got, ", ") != c.want {
 			t.Errorf("%v: %q, want %q", c.kernel, strings.Join(got, ", "), c.want)
+		}
+	}
+}
+
+// TestChooseExternalBTF checks that with the kernel's BTF from a file
+// auto picks a kprobe backend where it would pick a trampoline, and that
+// a trampoline backend named is refused, saying why.
+func TestChooseExternalBTF(t *testing.T) {
+	all := kernelWith(NameFentry, NameKprobe, NameKprobeMulti, NameKprobeSession, NameFsession, NameTracingMulti)
+	for _, n := range []int{1, 10, 5000} {
+		b, _, err := Choose(Auto, n, 0, false, withExternalBTF(all, true))
+		if err != nil || b.Family != plan.Kprobe {
+			t.Errorf("%d functions: %v, %v; want a kprobe backend", n, b, err)
+		}
+		if b, _, _ := Choose(Auto, n, 0, false, withExternalBTF(all, false)); n < 5000 && b.Family != plan.Trampoline {
+			t.Errorf("%d functions with the kernel's own BTF: %s, want a trampoline", n, b.Name)
+		}
+	}
+	old := kernelWith(NameFentry, NameKprobe)
+	if b, _, err := Choose(Auto, 3, 0, true, withExternalBTF(old, true)); err != nil || b != Kprobe {
+		t.Errorf("a kernel without kprobe links: %v, %v; want kprobe", b, err)
+	}
+	for _, name := range []Name{NameFentry, NameFsession, NameTracingMulti} {
+		_, _, err := Choose(name, 3, 0, false, withExternalBTF(all, true))
+		if !errors.Is(err, kernel.ErrExternalBTF) || !strings.Contains(err.Error(), string(name)+" backend: the kernel has no BTF of its own, which trampolines attach by") {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
@@ -47,7 +46,7 @@ var Fentry = register(&Backend{
 })
 
 func attachFentry(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
-	ld := &fentryLoader{cache: kernel.BTFCache(), kinds: kinds}
+	ld := &fentryLoader{kinds: kinds}
 	switch err := features.FuncArgHelpers(); {
 	case errors.Is(err, ebpf.ErrNotSupported):
 		ld.kinds = kindsOne
@@ -59,13 +58,12 @@ func attachFentry(ctx context.Context, c Capture, targets []Target, progress Pro
 	})
 }
 
-// fentryLoader is what the parallel loads share: one decoded kernel BTF,
-// and a lock for loads whose target is in a module. cilium/ebpf v0.22
+// fentryLoader is what the parallel loads share: the process's kernel BTF
+// (kernel.LoadOptions), and a lock for loads whose target is in a module. cilium/ebpf v0.22
 // decodes a module's split BTF into the shared vmlinux types without
 // holding their lock, so two such loads at once may crash the process
 // (concurrent map writes).
 type fentryLoader struct {
-	cache   *btf.Cache
 	modules sync.Mutex
 	// kinds are the programs to load: kinds, or kindsOne on kernels
 	// without bpf_get_func_arg.
@@ -78,7 +76,7 @@ func (l *fentryLoader) load(spec *ebpf.CollectionSpec, maps map[string]*ebpf.Map
 		l.modules.Lock()
 		defer l.modules.Unlock()
 	}
-	return ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: maps, Cache: l.cache})
+	return ebpf.NewCollectionWithOptions(spec, kernel.LoadOptions(maps))
 }
 
 // perFunction is what each function attached by a backend that loads

@@ -10,7 +10,6 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
-	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/features"
 	"github.com/trawl-dev/trawl/internal/plan"
 )
@@ -50,7 +49,7 @@ var kprobeKinds = []struct {
 }
 
 func attachKprobe(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
-	ld := &fentryLoader{cache: kernel.BTFCache()}
+	ld := &fentryLoader{}
 	return attachEach(ctx, targets, kprobeCost, progress, func(a *Attachment, t Target) error {
 		return attachKprobeOne(a, c.Spec, c.Collection.Maps, ld, t)
 	})

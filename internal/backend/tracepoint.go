@@ -9,7 +9,6 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
-	"github.com/trawl-dev/trawl/internal/kernel"
 )
 
 // tracepointCost: a tp_btf program, its BTF and its link. Not measured:
@@ -23,7 +22,7 @@ var tracepointCost = perFunction{files: 3, memory: 34 << 10}
 // 6.10), loaded and attached fentryParallel at a time. A tracepoint the
 // kernel refuses for a reason classify knows is skipped.
 func AttachTracepoints(ctx context.Context, c Capture, targets []Target, progress Progress) (*Attachment, error) {
-	ld := &fentryLoader{cache: kernel.BTFCache()}
+	ld := &fentryLoader{}
 	names := []string{bpf.CaptureProgTpBtfOne}
 	return attachEach(ctx, targets, tracepointCost, progress, func(a *Attachment, t Target) error {
 		prepare := func(ps *ebpf.ProgramSpec) {

@@ -4,7 +4,7 @@
 // which can be traced, where they live and what their BTF prototypes are.
 //
 // A Catalogue joins three sources: kernel BTF (vmlinux and modules, under
-// /sys/kernel/btf), the traceable set from tracefs
+// /sys/kernel/btf, or from files: see UseBTF and WithBTF), the traceable set from tracefs
 // (available_filter_functions_addrs from 6.5, else
 // available_filter_functions joined with /proc/kallsyms) and the
 // addresses from /proc/kallsyms. Each messy case of real kernels is kept
@@ -42,8 +42,9 @@ const (
 // tracefsDirs are the places tracefs is mounted, newest first.
 var tracefsDirs = []string{"sys/kernel/tracing", "sys/kernel/debug/tracing"}
 
-// ErrNoBTF is returned when the kernel has no BTF.
-var ErrNoBTF = errors.New("kernel BTF not found (the kernel needs CONFIG_DEBUG_INFO_BTF=y)")
+// ErrNoBTF is returned when the kernel has no BTF, and none is given
+// from a file (UseBTF).
+var ErrNoBTF = errors.New("kernel BTF not found (the kernel needs CONFIG_DEBUG_INFO_BTF=y, or --btf FILE to read it from a file)")
 
 // Source tells where a catalogue learnt which functions are traceable.
 type Source int
@@ -503,17 +504,20 @@ func loadBTF(fsys fs.FS, module string, base *btfObject, keep *nameSet) (*btfObj
 	if errors.Is(err, fs.ErrNotExist) && base == nil {
 		return nil, ErrNoBTF
 	}
+	if err == nil {
+		data, err = rawBTF(data)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read BTF of %s: %w", module, err)
 	}
 	obj := &btfObject{}
 	var baseStrings *btfStrings
 	switch {
-	case base == nil && fsys == liveRoot:
+	case base == nil && fsys == liveFS():
 		// The BTF the process's loads and probes use: decoding it takes
 		// longer than reading it (a quarter of a second under emulation),
 		// and a copy is private (module BTF decoded on it writes to it).
-		if obj.spec, err = BTFCache().Kernel(); err == nil {
+		if obj.spec, err = KernelTypes(); err == nil {
 			obj.spec = obj.spec.Copy()
 		}
 	case base == nil:

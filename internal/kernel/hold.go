@@ -32,28 +32,32 @@ type held struct {
 }
 
 // live holds the running kernel's catalogue.
-var live = &holder{load: loadLive, loadNames: loadLiveNames, modules: loadedModules}
+var live = &holder{load: loadLive, loadNames: loadLiveNames, modules: liveModules}
 
-// loadLive loads the running kernel's catalogue (its time is logged for
-// trawl --debug).
 // liveRoot is the running system's files, whose vmlinux BTF the process's
 // BTF cache decodes (see loadBTF).
 var liveRoot = os.DirFS("/")
 
+// loadLive loads the running kernel's catalogue, through cache unless it
+// is nil (its time is logged for trawl --debug).
 func loadLive(cache *Cache) (*Catalogue, error) {
 	if cache == nil {
-		return timedLoad(func() (*Catalogue, error) { return Load(liveRoot) })
+		return timedLoad(func() (*Catalogue, error) { return Load(liveFS()) })
 	}
-	return timedLoad(func() (*Catalogue, error) { return cache.Load(liveRoot) })
+	return timedLoad(func() (*Catalogue, error) { return cache.Load(liveFS()) })
 }
 
 // loadLiveNames loads the running kernel's catalogue of names.
 func loadLiveNames(names []string, cache *Cache) (*Catalogue, error) {
 	if cache == nil {
-		return timedLoad(func() (*Catalogue, error) { return LoadNames(liveRoot, names) })
+		return timedLoad(func() (*Catalogue, error) { return LoadNames(liveFS(), names) })
 	}
-	return timedLoad(func() (*Catalogue, error) { return cache.LoadNames(liveRoot, names) })
+	return timedLoad(func() (*Catalogue, error) { return cache.LoadNames(liveFS(), names) })
 }
+
+// liveModules is what the live catalogue is read again after a change
+// of: the kernel's modules, and where its BTF comes from (UseBTF).
+func liveModules() string { return loadedModules() + BTFOrigin() }
 
 func timedLoad(load func() (*Catalogue, error)) (*Catalogue, error) {
 	start := time.Now()

@@ -33,7 +33,13 @@ var (
 
 // KernelBTF probes for the kernel's BTF (/sys/kernel/btf/vmlinux), which
 // trawl decodes every call with. Linux 5.4 with CONFIG_DEBUG_INFO_BTF.
-func KernelBTF() error { return kernelBTF() }
+// BTF from a file (kernel.UseBTF) is there, whatever the kernel has.
+func KernelBTF() error {
+	if kernel.External() != nil {
+		return nil
+	}
+	return kernelBTF()
+}
 
 // RingBuffer probes for BPF ring buffers, which carry the calls to trawl.
 // Linux 5.8.
@@ -53,7 +59,7 @@ func TaskBTF() error { return taskBTF() }
 func Kprobe() error { return kprobe() }
 
 func probeKernelBTF() error {
-	if _, err := kernel.BTFCache().Kernel(); err != nil {
+	if _, err := kernel.KernelTypes(); err != nil {
 		return fmt.Errorf("read kernel BTF (Linux 5.4 built with CONFIG_DEBUG_INFO_BTF): %w (%w)", ebpf.ErrNotSupported, err)
 	}
 	return nil

@@ -232,7 +232,7 @@ func liveFacts() kernelFacts {
 	_, err := os.Stat(kprobePMUPath)
 	f.kprobePMU = err == nil
 	f.tracefs = kernel.TracefsMounted()
-	if spec, err := kernel.BTFCache().Kernel(); err == nil {
+	if spec, err := kernel.KernelTypes(); err == nil {
 		var fn *btf.Func
 		switch err := spec.TypeByName(fprobeFunc, &fn); {
 		case err == nil:

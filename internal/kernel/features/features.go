@@ -210,7 +210,7 @@ func probeTracingMulti() error {
 func newProgram(spec *ebpf.ProgramSpec) (*ebpf.Program, error) {
 	spec.License = "GPL"
 	coll, err := ebpf.NewCollectionWithOptions(&ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"probe": spec}},
-		ebpf.CollectionOptions{Cache: kernel.BTFCache()})
+		kernel.LoadOptions(nil))
 	if err != nil {
 		return nil, WithoutMemlockHint(err)
 	}
@@ -242,7 +242,7 @@ func (e *hintless) Unwrap() error { return e.err }
 
 // targetID returns the vmlinux BTF id of target.
 func targetID() (btf.TypeID, error) {
-	spec, err := kernel.BTFCache().Kernel()
+	spec, err := kernel.KernelTypes()
 	if err != nil {
 		return 0, fmt.Errorf("read kernel BTF: %w", err)
 	}

@@ -160,7 +160,7 @@ func loadError(spec *TracingSpec, err error, logBuf []byte) error {
 
 // kernelFuncID returns the vmlinux BTF id of the function name.
 func kernelFuncID(name string) (btf.TypeID, error) {
-	spec, err := kernel.BTFCache().Kernel()
+	spec, err := kernel.KernelTypes()
 	if err != nil {
 		return 0, fmt.Errorf("read kernel BTF: %w", err)
 	}

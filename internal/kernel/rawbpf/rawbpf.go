@@ -85,7 +85,7 @@ var ErrVerifier = errors.New("the BPF verifier rejected the program")
 // kernel's BTF lists a among the enumerators of enum bpf_attach_type: a
 // kernel that does not name an attach type cannot load programs of it.
 func kernelKnows(a AttachType) error {
-	spec, err := kernel.BTFCache().Kernel()
+	spec, err := kernel.KernelTypes()
 	if err != nil {
 		return fmt.Errorf("read kernel BTF: %w", err)
 	}
