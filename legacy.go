@@ -12,6 +12,7 @@ import (
 	"github.com/trawl-dev/trawl/internal/backend"
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/filter"
+	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/features"
 )
 
@@ -23,14 +24,18 @@ const shadowThreads = 8192
 // configureLegacy rewrites the capture program for a kernel without task
 // storage or bpf_get_current_task_btf (5.11): shadow stacks in an LRU hash
 // map by thread id, and the task's ids and name from older helpers (see
-// shadow_by_tid and task_by_helpers in internal/bpf/task.h).
+// shadow_by_tid and task_by_helpers in internal/bpf/task.h). A kernel
+// without BTF of its own (kernel.UseBTF) takes both: the verifier knows
+// the task bpf_get_current_task_btf returns, which task storage is found
+// by, from the kernel's BTF.
 func configureLegacy(spec *ebpf.CollectionSpec) error {
 	set := map[string]any{}
+	external := kernel.External() != nil
 	missing, err := lacks(features.TaskStorage)
 	if err != nil {
 		return fmt.Errorf("probe for task storage: %w", err)
 	}
-	if missing {
+	if missing || external {
 		m := spec.Maps[bpf.CaptureMapShadows]
 		m.Type, m.Flags, m.MaxEntries = ebpf.LRUHash, 0, shadowThreads
 		set[bpf.CaptureVarShadowByTid] = uint32(1)
@@ -39,7 +44,7 @@ func configureLegacy(spec *ebpf.CollectionSpec) error {
 	if missing, err = lacks(features.TaskBTF); err != nil {
 		return fmt.Errorf("probe for bpf_get_current_task_btf: %w", err)
 	}
-	if missing {
+	if missing || external {
 		set[bpf.CaptureVarTaskByHelpers] = uint32(1)
 		slog.Debug("no bpf_get_current_task_btf: task ids and names from older helpers")
 	}

@@ -371,7 +371,8 @@ func (s *Session) load(spec *ebpf.CollectionSpec, cfg Config) error {
 	if len(cfg.PIDs) > 0 {
 		// Only a trace of some processes follows their forks and exits
 		// (followPIDs): two verifier runs less for the others.
-		keep = append(keep, bpf.CaptureProgFollowFork, bpf.CaptureProgForgetExit)
+		fork, exit := taskPrograms()
+		keep = append(keep, fork, exit)
 	}
 	trimmed := spec.Copy()
 	for p := range trimmed.Programs {
@@ -549,16 +550,31 @@ func (s *Session) followPIDs(pids []int) error {
 			return err
 		}
 	}
+	fork, exit := taskPrograms()
+	attach := func(prog, event string) (link.Link, error) {
+		if kernel.External() != nil {
+			return link.AttachRawTracepoint(link.RawTracepointOptions{Name: event, Program: coll.Programs[prog]})
+		}
+		return link.AttachTracing(link.TracingOptions{Program: coll.Programs[prog]})
+	}
 	var err error
-	s.fork, err = link.AttachTracing(link.TracingOptions{Program: coll.Programs[bpf.CaptureProgFollowFork]})
-	if err != nil {
+	if s.fork, err = attach(fork, "sched_process_fork"); err != nil {
 		return fmt.Errorf("follow forks: %w", err)
 	}
-	s.exit, err = link.AttachTracing(link.TracingOptions{Program: coll.Programs[bpf.CaptureProgForgetExit]})
-	if err != nil {
+	if s.exit, err = attach(exit, "sched_process_exit"); err != nil {
 		return fmt.Errorf("follow exits: %w", err)
 	}
 	return nil
+}
+
+// taskPrograms names the programs that follow the traced processes' forks
+// and exits: BTF tracepoints, or raw ones on a kernel without BTF of its
+// own (kernel.UseBTF), which tp_btf programs attach by.
+func taskPrograms() (fork, exit string) {
+	if kernel.External() != nil {
+		return bpf.CaptureProgFollowForkRaw, bpf.CaptureProgForgetExitRaw
+	}
+	return bpf.CaptureProgFollowFork, bpf.CaptureProgForgetExit
 }
 
 // logVerified logs how many instructions the verifier processed for each

@@ -104,6 +104,11 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "run trawl in a PID namespace:", err)
 			os.Exit(1)
 		}
+	case len(os.Args) >= 2 && os.Args[1] == withoutBTFArg:
+		if err := withoutBTF(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "run trawl without the kernel's BTF:", err)
+			os.Exit(1)
+		}
 	case len(os.Args) == 3 && os.Args[1] == openLoopArg:
 		openLoop(os.Args[2])
 	case len(os.Args) == 3 && os.Args[1] == pidOpenArg:

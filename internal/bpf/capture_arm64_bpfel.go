@@ -272,7 +272,9 @@ const (
 	CaptureProgFexitCapture         = "fexit_capture"
 	CaptureProgFexitOne             = "fexit_one"
 	CaptureProgFollowFork           = "follow_fork"
+	CaptureProgFollowForkRaw        = "follow_fork_raw"
 	CaptureProgForgetExit           = "forget_exit"
+	CaptureProgForgetExitRaw        = "forget_exit_raw"
 	CaptureProgFsessionCapture      = "fsession_capture"
 	CaptureProgKprobeCapture        = "kprobe_capture"
 	CaptureProgKprobeOne            = "kprobe_one"
@@ -354,7 +356,9 @@ type CaptureProgramSpecs struct {
 	FexitCapture         *ebpf.ProgramSpec `ebpf:"fexit_capture"`
 	FexitOne             *ebpf.ProgramSpec `ebpf:"fexit_one"`
 	FollowFork           *ebpf.ProgramSpec `ebpf:"follow_fork"`
+	FollowForkRaw        *ebpf.ProgramSpec `ebpf:"follow_fork_raw"`
 	ForgetExit           *ebpf.ProgramSpec `ebpf:"forget_exit"`
+	ForgetExitRaw        *ebpf.ProgramSpec `ebpf:"forget_exit_raw"`
 	FsessionCapture      *ebpf.ProgramSpec `ebpf:"fsession_capture"`
 	KprobeCapture        *ebpf.ProgramSpec `ebpf:"kprobe_capture"`
 	KprobeOne            *ebpf.ProgramSpec `ebpf:"kprobe_one"`
@@ -516,7 +520,9 @@ type CapturePrograms struct {
 	FexitCapture         *ebpf.Program `ebpf:"fexit_capture"`
 	FexitOne             *ebpf.Program `ebpf:"fexit_one"`
 	FollowFork           *ebpf.Program `ebpf:"follow_fork"`
+	FollowForkRaw        *ebpf.Program `ebpf:"follow_fork_raw"`
 	ForgetExit           *ebpf.Program `ebpf:"forget_exit"`
+	ForgetExitRaw        *ebpf.Program `ebpf:"forget_exit_raw"`
 	FsessionCapture      *ebpf.Program `ebpf:"fsession_capture"`
 	KprobeCapture        *ebpf.Program `ebpf:"kprobe_capture"`
 	KprobeOne            *ebpf.Program `ebpf:"kprobe_one"`
@@ -533,7 +539,9 @@ func (p *CapturePrograms) Close() error {
 		p.FexitCapture,
 		p.FexitOne,
 		p.FollowFork,
+		p.FollowForkRaw,
 		p.ForgetExit,
+		p.ForgetExitRaw,
 		p.FsessionCapture,
 		p.KprobeCapture,
 		p.KprobeOne,

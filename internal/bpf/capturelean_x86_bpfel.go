@@ -152,7 +152,9 @@ const (
 	CaptureLeanProgFexitCapture         = "fexit_capture"
 	CaptureLeanProgFexitOne             = "fexit_one"
 	CaptureLeanProgFollowFork           = "follow_fork"
+	CaptureLeanProgFollowForkRaw        = "follow_fork_raw"
 	CaptureLeanProgForgetExit           = "forget_exit"
+	CaptureLeanProgForgetExitRaw        = "forget_exit_raw"
 	CaptureLeanProgFsessionCapture      = "fsession_capture"
 	CaptureLeanProgKprobeCapture        = "kprobe_capture"
 	CaptureLeanProgKprobeOne            = "kprobe_one"
@@ -214,7 +216,9 @@ type CaptureLeanProgramSpecs struct {
 	FexitCapture         *ebpf.ProgramSpec `ebpf:"fexit_capture"`
 	FexitOne             *ebpf.ProgramSpec `ebpf:"fexit_one"`
 	FollowFork           *ebpf.ProgramSpec `ebpf:"follow_fork"`
+	FollowForkRaw        *ebpf.ProgramSpec `ebpf:"follow_fork_raw"`
 	ForgetExit           *ebpf.ProgramSpec `ebpf:"forget_exit"`
+	ForgetExitRaw        *ebpf.ProgramSpec `ebpf:"forget_exit_raw"`
 	FsessionCapture      *ebpf.ProgramSpec `ebpf:"fsession_capture"`
 	KprobeCapture        *ebpf.ProgramSpec `ebpf:"kprobe_capture"`
 	KprobeOne            *ebpf.ProgramSpec `ebpf:"kprobe_one"`
@@ -336,7 +340,9 @@ type CaptureLeanPrograms struct {
 	FexitCapture         *ebpf.Program `ebpf:"fexit_capture"`
 	FexitOne             *ebpf.Program `ebpf:"fexit_one"`
 	FollowFork           *ebpf.Program `ebpf:"follow_fork"`
+	FollowForkRaw        *ebpf.Program `ebpf:"follow_fork_raw"`
 	ForgetExit           *ebpf.Program `ebpf:"forget_exit"`
+	ForgetExitRaw        *ebpf.Program `ebpf:"forget_exit_raw"`
 	FsessionCapture      *ebpf.Program `ebpf:"fsession_capture"`
 	KprobeCapture        *ebpf.Program `ebpf:"kprobe_capture"`
 	KprobeOne            *ebpf.Program `ebpf:"kprobe_one"`
@@ -353,7 +359,9 @@ func (p *CaptureLeanPrograms) Close() error {
 		p.FexitCapture,
 		p.FexitOne,
 		p.FollowFork,
+		p.FollowForkRaw,
 		p.ForgetExit,
+		p.ForgetExitRaw,
 		p.FsessionCapture,
 		p.KprobeCapture,
 		p.KprobeOne,

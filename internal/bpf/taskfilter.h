@@ -85,38 +85,81 @@ static __always_inline int wanted(void)
 	return 1;
 }
 
-/* follow_fork adds children of traced processes to the pids map. */
-SEC("tp_btf/sched_process_fork")
-int follow_fork(__u64 *ctx)
+/* follow adds the child ctgid of a traced process ptgid, the current
+ * one, to the pids map. */
+static __always_inline void follow(__u32 ptgid, __u32 ctgid)
 {
-	struct task_struct *parent = (void *)ctx[0], *child = (void *)ctx[1];
-	__u32 ptgid = parent->tgid, ctgid = child->tgid;
 	__u8 one = 1;
 
-	/* The parent is the current task. */
 	if (filter_pids && (bpf_map_lookup_elem(&pids, &ptgid) || admit(ptgid)) &&
 	    bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY))
 		count(CNT_MISS_PIDS);
-	return 0;
 }
 
-/* forget_exit removes a traced process from the pids (and nspids) map
- * when its last thread exits, so the maps hold live processes only and a
- * recycled pid is never traced by mistake. The tracepoint fires after
- * do_exit counted the thread out of signal->live. */
-SEC("tp_btf/sched_process_exit")
-int forget_exit(__u64 *ctx)
+/* forget removes the process tgid from the pids (and nspids) map when
+ * its last thread exits (live, the threads not yet exiting, is 0), so the
+ * maps hold live processes only and a recycled pid is never traced by
+ * mistake. */
+static __always_inline void forget(__u32 tgid, int live)
 {
-	struct task_struct *t = (void *)ctx[0];
-	__u32 tgid = t->tgid;
 	struct bpf_pidns_info ns;
 
-	if (!filter_pids || t->signal->live.counter)
-		return 0;
+	if (!filter_pids || live)
+		return;
 	bpf_map_delete_elem(&pids, &tgid);
 	/* A --pid process never seen: the exiting task is the current one. */
 	if (pidns_ino && !ns_ids(&ns))
 		bpf_map_delete_elem(&nspids, &ns.tgid);
+}
+
+/* follow_fork follows the children of traced processes. */
+SEC("tp_btf/sched_process_fork")
+int follow_fork(__u64 *ctx)
+{
+	struct task_struct *parent = (void *)ctx[0], *child = (void *)ctx[1];
+
+	follow(parent->tgid, child->tgid);
+	return 0;
+}
+
+/* forget_exit forgets traced processes that exit. The tracepoint fires
+ * after do_exit counted the thread out of signal->live. */
+SEC("tp_btf/sched_process_exit")
+int forget_exit(__u64 *ctx)
+{
+	struct task_struct *t = (void *)ctx[0];
+
+	forget(t->tgid, t->signal->live.counter);
+	return 0;
+}
+
+/* follow_fork_raw and forget_exit_raw are follow_fork and forget_exit as
+ * raw tracepoints, for a kernel without BTF of its own (trawl reads its
+ * BTF from a file), which cannot attach tp_btf programs: they read the
+ * tasks with bpf_probe_read_kernel, relocated by CO-RE. */
+SEC("raw_tp/sched_process_fork")
+int follow_fork_raw(__u64 *ctx)
+{
+	struct task_struct *parent = (void *)ctx[0], *child = (void *)ctx[1];
+	int ptgid = 0, ctgid = 0;
+
+	bpf_probe_read_kernel(&ptgid, sizeof(ptgid), &parent->tgid);
+	bpf_probe_read_kernel(&ctgid, sizeof(ctgid), &child->tgid);
+	follow(ptgid, ctgid);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exit")
+int forget_exit_raw(__u64 *ctx)
+{
+	struct task_struct *t = (void *)ctx[0];
+	struct signal_struct *sig = 0;
+	int tgid = 0, live = 0;
+
+	bpf_probe_read_kernel(&tgid, sizeof(tgid), &t->tgid);
+	bpf_probe_read_kernel(&sig, sizeof(sig), &t->signal);
+	bpf_probe_read_kernel(&live, sizeof(live), &sig->live.counter);
+	forget(tgid, live);
 	return 0;
 }
 
