@@ -105,7 +105,7 @@ GOGC
 
 # FILES
 /sys/kernel/btf/vmlinux, /sys/kernel/btf/*MODULE*
-: the kernel's BTF, from which trawl reads every function's arguments.
+: the kernel's BTF, from which trawl reads every function's arguments; --btf and --btf-dir name files in its place.
 
 /proc/kallsyms
 : the kernel's symbols.
