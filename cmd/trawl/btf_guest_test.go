@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -44,8 +45,9 @@ func runWithoutBTF(t *testing.T, args ...string) (string, string, int) {
 // TestExternalBTF hides the kernel's BTF from trawl, as on a kernel
 // built without it: trawl refuses to trace, saying so; with --btf naming
 // a copy of the kernel's BTF it traces opens with a kprobe backend, their
-// arguments decoded by name and their returns, and refuses fentry; trawl
-// features says where the BTF came from.
+// arguments decoded by name and their returns, following the command's
+// children, and refuses fentry; trawl features says where the BTF came
+// from.
 func TestExternalBTF(t *testing.T) {
 	guest.Require(t)
 	onlyOn(t, "BTF from a file", "amd64-7.3", "arm64-6.12")
@@ -94,6 +96,17 @@ func TestExternalBTF(t *testing.T) {
 	}
 	if c, ok := seen[exe]; !ok || c.Errno != "" || strings.HasPrefix(string(c.Ret), "-") || len(c.Ret) == 0 {
 		t.Errorf("--btf: the open of %s: %+v, want a file descriptor:\n%s", exe, c, stdout)
+	}
+
+	// The command's children are followed (raw tracepoints, as tp_btf
+	// programs need the kernel's own BTF) and forgotten as they exit.
+	const children = 20
+	_, stderr, status = runWithoutBTF(t, "--btf", file, "--stats", forkloopFunc, "--", exe, forkloopArg, strconv.Itoa(children))
+	if status != 0 {
+		t.Fatalf("--btf, following children: status %d\n%s", status, stderr)
+	}
+	if calls := checkSummary(t, stderr); calls < children || strings.Contains(stderr, "children not followed") {
+		t.Errorf("--btf: %d calls of execve, want one per child (%d), all followed:\n%s", calls, children, stderr)
 	}
 
 	_, stderr, status = runWithoutBTF(t, "-b", "fentry", "--btf", file, openEntry, "--", exe, opensArg, missing)
