@@ -4,8 +4,8 @@
 // which can be traced, where they live and what their BTF prototypes are.
 //
 // A Catalogue joins three sources: kernel BTF (vmlinux and modules, under
-// /sys/kernel/btf, or from files: see UseBTF and WithBTF), the traceable set from tracefs
-// (available_filter_functions_addrs from 6.5, else
+// /sys/kernel/btf, or from files: see UseBTF and WithBTF), the traceable
+// set from tracefs (available_filter_functions_addrs from 6.5, else
 // available_filter_functions joined with /proc/kallsyms) and the
 // addresses from /proc/kallsyms. Each messy case of real kernels is kept
 // explicit in the Function entries rather than papered over: names at
