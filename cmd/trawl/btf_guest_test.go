@@ -50,7 +50,7 @@ func runWithoutBTF(t *testing.T, args ...string) (string, string, int) {
 // from.
 func TestExternalBTF(t *testing.T) {
 	guest.Require(t)
-	onlyOn(t, "BTF from a file", "amd64-7.3", "arm64-6.12")
+	guest.Only(t, "BTF from a file", "amd64-7.3", guest.SpareArm64)
 	skipWithoutPrototype(t, openEntry)
 	raw, err := os.ReadFile("/sys/kernel/btf/vmlinux")
 	if err != nil {
