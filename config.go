@@ -79,6 +79,15 @@ type Config struct {
 	// kernel keeps each distinct stack once; a stack it has no room for is
 	// counted in Stats.MissStack.
 	Stack bool
+	// UserStack takes the user stack of each call's task (Call.UStack),
+	// alone or with Stack: the frames its frame pointers lead to, named
+	// by the binaries the process has mapped (read from /proc/PID/maps).
+	// Code built without frame pointers cuts a stack short
+	// (Stats.ShortUserStack). Taken when the call returns, which for a
+	// call that execs a program is in the new program. Kernel threads
+	// have none; a stack the kernel has no room for is counted in
+	// Stats.MissUserStack.
+	UserStack bool
 	// Filter is an expression over arguments and ret that a call must
 	// satisfy (see docs/filter.md). Functions lacking a name it
 	// uses are left out, with a notice.

@@ -56,6 +56,7 @@ func TestLeanest(t *testing.T) {
 		bpf.CaptureVarPidnsDev, bpf.CaptureVarPidnsIno,
 		bpf.CaptureVarShadowByTid, bpf.CaptureVarShowOn, bpf.CaptureVarTaskByHelpers,
 		bpf.CaptureVarTrackOn, bpf.CaptureVarTrackTimeout, bpf.CaptureVarWantStack,
+		bpf.CaptureVarWantUstack,
 	}
 	if !slices.Equal(features, want) {
 		t.Errorf("the lean build leaves out %v, want %v", features, want)

@@ -29,6 +29,7 @@ import (
 	"github.com/trawl-dev/trawl/internal/plan"
 	"github.com/trawl-dev/trawl/internal/record"
 	"github.com/trawl-dev/trawl/internal/skip"
+	"github.com/trawl-dev/trawl/internal/ustack"
 )
 
 // errTooManySlots leaves out functions whose arguments take more slots
@@ -465,6 +466,9 @@ func (s *Session) ready(cat *kernel.Catalogue, cfg Config) {
 	if cfg.Stack {
 		s.stacks = &stackFrames{m: s.capture.Collection.Maps[bpf.CaptureMapStacks], sym: sym, cache: map[uint32][]string{},
 			trampoline: s.backend.Family == plan.Trampoline, started: map[startKey][]string{}}
+	}
+	if cfg.UserStack {
+		s.ustacks = &userStacks{m: s.capture.Collection.Maps[bpf.CaptureMapUstacks], sym: ustack.New(), cache: map[userKey][]string{}}
 	}
 }
 

@@ -79,6 +79,8 @@ type Session struct {
 	show       *shows
 	// stacks symbolises the calls' kernel stacks, with --stack.
 	stacks *stackFrames
+	// ustacks symbolises the calls' user stacks, with Config.UserStack.
+	ustacks *userStacks
 	// entries are the functions --entry selected.
 	entries map[*kernel.Function]bool
 	// track is set with --track.
@@ -290,6 +292,9 @@ func (s *Session) decode(c *Call) error {
 	if r.Stack != 0 && s.stacks != nil {
 		c.Stack = s.stacks.startAt(r.Stack-1, s.plans[r.Func].Func)
 	}
+	if r.Ustack != 0 && s.ustacks != nil {
+		c.UStack = s.ustacks.frames(c.PID, c.Comm, r.Ustack-1)
+	}
 	return nil
 }
 
@@ -476,6 +481,9 @@ type counts struct {
 	// TrackEvicted counts, with --track, the objects the kernel's map
 	// of tracked objects evicted, being full.
 	TrackEvicted uint64
+	// ShortUserStack counts, with Config.UserStack, the user stacks cut
+	// short.
+	ShortUserStack uint64
 	// Attached counts the functions attached, Skipped lists the others.
 	Attached int
 	Skipped  skip.Reasons
@@ -488,6 +496,9 @@ type counts struct {
 func (s *Session) counts() (counts, error) {
 	c := counts{Skipped: skip.Reasons{}, Received: s.received.Load(), Discarded: s.discarded.Load(), Malformed: s.malformed.Load()}
 	c.Skipped.Merge(s.planSkips)
+	if s.ustacks != nil {
+		c.ShortUserStack = s.ustacks.short.Load()
+	}
 	if s.attached != nil {
 		c.Attached = s.attached.Attached
 		c.RecursionMisses = s.attached.RecursionMisses()

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 
 	"github.com/trawl-dev/trawl/internal/bpf"
 	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/ustack"
 )
 
 // maxStack is the number of frames of a kernel stack the program takes.
@@ -39,12 +41,20 @@ type startKey struct {
 // configureStacks sizes the stack map and tells the program to take
 // stacks, if cfg asks for them.
 func configureStacks(spec *ebpf.CollectionSpec, cfg Config) error {
-	if !cfg.Stack {
-		return nil
-	}
-	spec.Maps[bpf.CaptureMapStacks].MaxEntries = uint32(bpf.CaptureLimitMAX_STACKS)
-	if err := spec.Variables[bpf.CaptureVarWantStack].Set(uint32(1)); err != nil {
-		return fmt.Errorf("set %s: %w", bpf.CaptureVarWantStack, err)
+	for _, st := range []struct {
+		want      bool
+		m, wanted string
+	}{
+		{cfg.Stack, bpf.CaptureMapStacks, bpf.CaptureVarWantStack},
+		{cfg.UserStack, bpf.CaptureMapUstacks, bpf.CaptureVarWantUstack},
+	} {
+		if !st.want {
+			continue
+		}
+		spec.Maps[st.m].MaxEntries = uint32(bpf.CaptureLimitMAX_STACKS)
+		if err := spec.Variables[st.wanted].Set(uint32(1)); err != nil {
+			return fmt.Errorf("set %s: %w", st.wanted, err)
+		}
 	}
 	return nil
 }
@@ -132,4 +142,52 @@ func tracepointRunner(frame string) bool {
 		}
 	}
 	return false
+}
+
+// maxUserStacks bounds the user stacks kept symbolised; past it, they are
+// symbolised anew.
+const maxUserStacks = 16384
+
+// userStacks reads the user stacks calls carry (Config.UserStack) from
+// the program's map of them, and names their frames in their process. A
+// stack id keeps its addresses for the whole session, but their names
+// depend on the process and the program it runs: each is symbolised once
+// per process and task name (which an exec changes).
+type userStacks struct {
+	m     *ebpf.Map
+	sym   *ustack.Symbolizer
+	cache map[userKey][]string
+	ips   [maxStack]uint64
+	// short mirrors sym.Short for Stats, which may run meanwhile.
+	short atomic.Uint64
+}
+
+type userKey struct {
+	pid  uint32
+	id   uint32
+	comm string
+}
+
+// frames returns the user stack of id, taken in process pid while its
+// task was named comm, innermost first; nil when the stack is gone.
+func (u *userStacks) frames(pid uint32, comm string, id uint32) []string {
+	u.sym.Seen(pid, comm)
+	key := userKey{pid, id, comm}
+	if f, ok := u.cache[key]; ok {
+		return f
+	}
+	if err := u.m.Lookup(id, &u.ips); err != nil {
+		return nil
+	}
+	n := 0
+	for n < len(u.ips) && u.ips[n] != 0 {
+		n++
+	}
+	f := u.sym.Frames(pid, u.ips[:n], maxStack)
+	u.short.Store(u.sym.Short)
+	if len(u.cache) >= maxUserStacks {
+		clear(u.cache)
+	}
+	u.cache[key] = f
+	return f
 }

@@ -54,6 +54,12 @@ type Stats struct {
 	// MissStack counts, with Config.Stack, the calls whose kernel stack
 	// the kernel's stack map could not take.
 	MissStack uint64
+	// MissUserStack counts, with Config.UserStack, the calls whose user
+	// stack the kernel's map of user stacks could not take, and
+	// ShortUserStack the user stacks read whose frame chain ended before
+	// the function a thread starts in (code built without frame
+	// pointers), shown as far as they go.
+	MissUserStack, ShortUserStack uint64
 	// StaleGates counts, with Config.Entries, the entry calls whose exit
 	// was missed (their calls counted in MissExit): a later call of the
 	// same entry function, not nested in it, shut their task's gate.
@@ -81,6 +87,7 @@ func statsOf(c counts) Stats {
 		Malformed:       c.Malformed,
 		Counted:         c.Counted,
 		TrackEvicted:    c.TrackEvicted,
+		ShortUserStack:  c.ShortUserStack,
 		Attached:        c.Attached,
 		Skipped:         Skips(c.Skipped),
 		RecursionMisses: c.RecursionMisses,
@@ -112,6 +119,7 @@ var counterFields = [bpf.CaptureCounterCNT_MAX]func(*Stats) *uint64{
 	bpf.CaptureCounterCNT_CHAINS:         func(s *Stats) *uint64 { return &s.Chains },
 	bpf.CaptureCounterCNT_MISS_CHAIN:     func(s *Stats) *uint64 { return &s.MissChain },
 	bpf.CaptureCounterCNT_MISS_STACK:     func(s *Stats) *uint64 { return &s.MissStack },
+	bpf.CaptureCounterCNT_MISS_USTACK:    func(s *Stats) *uint64 { return &s.MissUserStack },
 	bpf.CaptureCounterCNT_STALE_GATES:    func(s *Stats) *uint64 { return &s.StaleGates },
 	bpf.CaptureCounterCNT_JOURNEYS:       func(s *Stats) *uint64 { return &s.Journeys },
 	bpf.CaptureCounterCNT_TRACKED:        func(s *Stats) *uint64 { return &s.Tracked },

@@ -53,6 +53,11 @@ type Call struct {
 	// "symbol+0xoffset" in vmlinux; nil when not taken. The slice is shared
 	// by the calls of the same stack: do not modify it.
 	Stack []string
+	// UStack is the user stack of the call's task (with trawl.Config
+	// UserStack), innermost first, each frame "symbol+0xoffset [binary]",
+	// "binary+0xoffset" where no symbol fits, or "0xaddress" outside
+	// every mapping known; nil when not taken. Shared as Stack is.
+	UStack []string
 }
 
 // CallFlags qualify a Call.

@@ -415,6 +415,9 @@ func (t *Traces) attributes(c *call.Call) []attribute.KeyValue {
 	if c.Stack != nil {
 		a = append(a, attribute.StringSlice("trawl.stack", t.cutFrames(c.Stack)))
 	}
+	if c.UStack != nil {
+		a = append(a, attribute.StringSlice("trawl.ustack", t.cutFrames(c.UStack)))
+	}
 	t.attrs = a
 	return a
 }

@@ -128,7 +128,8 @@ func (p *ChromeJSON) Call(c *call.Call) error {
 	if c.Flags&call.Event != 0 {
 		b = append(b, `,"kind":"tracepoint"`...)
 	}
-	b = appendJSONStack(b, c.Stack)
+	b = appendJSONStack(b, "stack", c.Stack)
+	b = appendJSONStack(b, "ustack", c.UStack)
 	b = appendJSONFlags(b, c.Flags&^call.Event)
 	b = append(b, "}}"...)
 	p.buf = b

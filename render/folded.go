@@ -15,9 +15,10 @@ import (
 // Folded counts the calls by stack and writes them at Close in the folded
 // stack format of flamegraph.pl, inferno and speedscope: one line per
 // stack, its frames root first separated by ';', a space and the number
-// of calls. A call's stack is its kernel stack (call.Call Stack) with the
-// traced function as the leaf; a call without a stack is its function
-// alone. Frames are function names, "module:name" outside vmlinux,
+// of calls. A call's stack is its user stack (call.Call UStack) then its
+// kernel stack (Stack), with the traced function as the leaf; a call
+// without a stack is its function alone. Frames are function names,
+// "module:name" outside vmlinux ("binary:name" in user space),
 // without the offset into the function, so that the calls of a function
 // add up however it was reached inside its callers. Names are escaped as
 // the text format escapes them, and a ';' or a space inside a name is
@@ -70,8 +71,10 @@ const stackSep = "\x00"
 func (sc stackCounts) add(c *call.Call) {
 	leaf := frameName(c.Func, c.Module)
 	var frames []string
-	for i := len(c.Stack) - 1; i >= 0; i-- {
-		frames = append(frames, stackFrame(c.Stack[i]))
+	for _, st := range [][]string{c.UStack, c.Stack} {
+		for i := len(st) - 1; i >= 0; i-- {
+			frames = append(frames, stackFrame(st[i]))
+		}
 	}
 	// The stack begins at the traced function, unless it could not be
 	// symbolised.

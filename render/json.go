@@ -124,7 +124,8 @@ func (j *JSON) Call(c *call.Call) error {
 		b = strconv.AppendUint(b, c.Track, 16)
 		b = append(b, '"')
 	}
-	b = appendJSONStack(b, c.Stack)
+	b = appendJSONStack(b, "stack", c.Stack)
+	b = appendJSONStack(b, "ustack", c.UStack)
 	b = appendJSONFlags(b, c.Flags&^(call.Origin|call.Event))
 	b = append(b, "}\n"...)
 	j.line = b
@@ -135,12 +136,15 @@ func (j *JSON) Call(c *call.Call) error {
 // Close flushes the output.
 func (j *JSON) Close() error { return j.w.Flush() }
 
-// appendJSONStack appends the "stack" key of a call with a kernel stack.
-func appendJSONStack(b []byte, stack []string) []byte {
+// appendJSONStack appends the key of a stack a call has: "stack", its
+// kernel stack, or "ustack", its user stack.
+func appendJSONStack(b []byte, key string, stack []string) []byte {
 	if stack == nil {
 		return b
 	}
-	b = append(b, `,"stack":[`...)
+	b = append(b, `,"`...)
+	b = append(b, key...)
+	b = append(b, `":[`...)
 	for i, frame := range stack {
 		if i > 0 {
 			b = append(b, ',')

@@ -136,6 +136,8 @@ func (j *JSONReader) parse(line []byte, c *call.Call) error {
 			}
 		case "stack":
 			c.Stack, err = readStrings(d)
+		case "ustack":
+			c.UStack, err = readStrings(d)
 		case "flags":
 			var flags []string
 			if flags, err = readStrings(d); err == nil {

@@ -44,7 +44,7 @@ func oddCalls() []call.Call {
 // give the same bytes.
 func TestJSONRoundTrip(t *testing.T) {
 	var first bytes.Buffer
-	calls := append(append(testCalls(t), oddCalls()...), stackCalls()...)
+	calls := append(append(append(testCalls(t), oddCalls()...), stackCalls()...), userStackCall())
 	renderAll(t, render.NewJSON(&first, testOptions), calls)
 	r := render.NewJSONReader(bytes.NewReader(first.Bytes()))
 	var back []call.Call

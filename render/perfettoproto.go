@@ -373,9 +373,15 @@ func (p *PerfettoProto) appendAnnotations(b []byte, c *call.Call) []byte {
 		b = appendVarintField(b, debugUintValue, uint64(c.Chain))
 		b = appendClose(b, ann)
 	}
-	if c.Stack != nil {
-		b, ann = p.openAnnotation(b, eventDebug, "stack")
-		for _, frame := range c.Stack {
+	for _, st := range []struct {
+		name   string
+		frames []string
+	}{{"stack", c.Stack}, {"ustack", c.UStack}} {
+		if st.frames == nil {
+			continue
+		}
+		b, ann = p.openAnnotation(b, eventDebug, st.name)
+		for _, frame := range st.frames {
 			var elem int
 			b, elem = appendOpen(b, debugArrayValues)
 			b = appendVarintField(b, debugStringValueIID, p.intern(&p.strs, frame))

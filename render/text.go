@@ -161,21 +161,24 @@ func (f *formatter) appendCall(b []byte, c *call.Call) []byte {
 	return b
 }
 
-// appendStack appends c's kernel stack, a frame a line indented by
-// indent spaces, innermost first. Of an error chain, only the origin's
-// stack is shown: the calls out to the entry are on it.
+// appendStack appends c's kernel stack, then its user stack, a frame a
+// line indented by indent spaces, innermost first. Of an error chain,
+// only the origin's stacks are shown: the calls out to the entry are on
+// them.
 func (f *formatter) appendStack(b []byte, c *call.Call, indent int) []byte {
 	if c.Chain != 0 && c.Flags&call.Origin == 0 {
 		return b
 	}
-	for _, frame := range c.Stack {
-		for range indent {
-			b = append(b, ' ')
+	for _, stack := range [2][]string{c.Stack, c.UStack} {
+		for _, frame := range stack {
+			for range indent {
+				b = append(b, ' ')
+			}
+			b = f.color(b, colNote)
+			b = appendEscaped(b, frame)
+			b = f.color(b, colReset)
+			b = append(b, '\n')
 		}
-		b = f.color(b, colNote)
-		b = appendEscaped(b, frame)
-		b = f.color(b, colReset)
-		b = append(b, '\n')
 	}
 	return b
 }

@@ -40,6 +40,8 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"pid zero", []string{"-p", "0", "vfs_read"}, 2, "process id 0 out of range"},
 		{"tracepoint as an entry", []string{"--entry", "tp:sched:*", "vfs_read"}, 2, "a tracepoint's event is no call"},
+		{"stack value unknown", []string{"--stack=users", "vfs_read"}, 2, "want kernel, user or both"},
+		{"stack value after a space", []string{"--stack", "user", "vfs_read"}, 2, "--stack takes its value after an equals sign: --stack=user"},
 		{"pid negative", []string{"-p", "-5", "vfs_read"}, 2, "process id -5 out of range"},
 		{"pid wraps uint32", []string{"-p", "4294967297", "vfs_read"}, 2, "out of range"},
 		{"pid not a number", []string{"-p", "init", "vfs_read"}, 2, `not a process id: "init"`},

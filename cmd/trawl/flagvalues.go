@@ -146,3 +146,30 @@ func (b *byteSize) String() string {
 }
 
 func (b *byteSize) Type() string { return "SIZE" }
+
+// stackKind is the value of --stack: which stacks each call shows.
+type stackKind string
+
+// The values of --stack; --stack alone means stackBoth.
+const (
+	stackKernel = "kernel"
+	stackUser   = "user"
+	stackBoth   = "both"
+)
+
+func (k *stackKind) Set(s string) error {
+	switch s {
+	case stackKernel, stackUser, stackBoth:
+		*k = stackKind(s)
+		return nil
+	}
+	return fmt.Errorf("want %s, %s or %s", stackKernel, stackUser, stackBoth)
+}
+
+func (k *stackKind) String() string { return string(*k) }
+
+func (k *stackKind) Type() string { return "WHICH" }
+
+func (k stackKind) kernel() bool { return k == stackKernel || k == stackBoth }
+
+func (k stackKind) user() bool { return k == stackUser || k == stackBoth }

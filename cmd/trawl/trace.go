@@ -41,7 +41,7 @@ type traceFlags struct {
 	errors      bool
 	entries     []string
 	errnos      string
-	stack       bool
+	stack       stackKind
 	filter      string
 	track       string
 	trackFor    time.Duration
@@ -134,7 +134,8 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&f.trackObjs, "track-objects", 0, "with --track, track at most `N` objects at once, the least recently seen forgotten first (default 16384)")
 	fs.StringArrayVar(&f.show, "show", nil, "show the value of `EXPR` with each call, read when it returns, e.g. 'file->f_path.dentry->d_name.name' or 'port(sk->__sk_common.skc_dport)' (formats ip, ipv6, port, hex, str, and buf(PTR, LEN); repeatable, up to 8; docs/filter.md)")
 	// How to write them.
-	fs.BoolVar(&f.stack, "stack", false, "show each call's kernel stack at its entry (of an error chain, the origin's)")
+	fs.Var(&f.stack, "stack", "show each call's stacks: `WHICH` is kernel (its kernel stack at its entry; of an error chain, the origin's), user (its task's user stack, by frame pointers) or both, what --stack alone takes")
+	fs.Lookup("stack").NoOptDefVal = stackBoth
 	fs.StringVarP(&f.format, "format", "f", formatText, "write `FORMAT`: text (a line per call), tree (a call tree per task), json (a JSON object per call), perfetto (Perfetto's protobuf trace, needs -o), chrome-json (the Chrome JSON trace), stats (counts, errors, latency percentiles), folded (call counts by kernel stack for flame graphs, at the end: with --stack, the traced function under its callers; without, the function alone), html (a page written at the end: a table of the functions, their latency histograms and a flame graph of the stacks)")
 	fs.StringVarP(&f.output, "output", "o", "", "write to `FILE` instead of standard output")
 	fs.BoolVar(&f.json, "json", false, "same as --format json (schema: docs/json-schema.md)")
@@ -487,6 +488,9 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	if err := f.validate(command); err != nil {
 		return err
 	}
+	if err := f.checkStackValue(patterns); err != nil {
+		return err
+	}
 	if len(f.entries) == 0 {
 		// With --entry, the entry functions are selected too.
 		if err := checkExclusions(patterns); err != nil {
@@ -603,10 +607,24 @@ func runTrace(ctx context.Context, f *traceFlags, patterns, command []string, st
 	return finish(ctx, s, r, stop, child, readErr, stderr, f.debug)
 }
 
+// checkStackValue refuses a value of --stack given after a space, which
+// makes it a pattern: --stack takes its value joined, --stack=user.
+func (f *traceFlags) checkStackValue(patterns []string) error {
+	if !f.set["stack"] {
+		return nil
+	}
+	for _, p := range patterns {
+		if p == stackKernel || p == stackUser || p == stackBoth {
+			return fmt.Errorf("%w: --stack takes its value after an equals sign: --stack=%s", errUsage, p)
+		}
+	}
+	return nil
+}
+
 // config describes the trace the flags ask for; the command's process
 // and notices are added once they exist.
 func (f *traceFlags) config(patterns []string) trawl.Config {
-	cfg := trawl.Config{Patterns: patterns, Entries: f.entries, Stack: f.stack, Backend: trawl.Backend(f.backend), BTF: f.btf.file, BTFDir: f.btf.dir, PIDs: f.pids, Comm: string(f.comm), Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
+	cfg := trawl.Config{Patterns: patterns, Entries: f.entries, Stack: f.stack.kernel(), UserStack: f.stack.user(), Backend: trawl.Backend(f.backend), BTF: f.btf.file, BTFDir: f.btf.dir, PIDs: f.pids, Comm: string(f.comm), Cgroup: f.cgroup, MinDuration: f.minDur, Errors: f.errors, Filter: f.filter}
 	cfg.Decode.Depth, cfg.Decode.MaxBytes, cfg.Decode.Full = f.depth, f.maxBytes, f.full
 	cfg.Capture.BufferBytes, cfg.Capture.Buffers = f.maxBytes, f.buffers
 	cfg.Capture.Depth, cfg.Capture.CallBytes = max(f.depth-1, 0), f.callBytes

@@ -9,7 +9,7 @@
  * scratch frame, if it passes the exit filters (a call of a tracked
  * object, tk set, passes them all). It returns whether it sent the call.
  * track is its journey, see track_exit. */
-static __always_inline int emit(struct frame *f, __u64 ret, __u64 track, int tk)
+static __always_inline int emit(void *ctx, struct frame *f, __u64 ret, __u64 track, int tk)
 {
 	int entry = f->rec.flags & REC_ENTRY;
 	__u32 len;
@@ -38,6 +38,7 @@ static __always_inline int emit(struct frame *f, __u64 ret, __u64 track, int tk)
 	if (entry && show_on)
 		trawl_show(f);
 	who(&f->rec);
+	f->rec.ustack = ustack(ctx);
 	f->rec.track = track;
 	if (tk & TK_END)
 		f->rec.flags |= REC_TRACK_END;
@@ -59,6 +60,7 @@ static __always_inline int send(void *ctx, struct call *c, __u32 d, __u64 ret, i
 {
 	__u64 now = bpf_ktime_get_ns();
 	struct record *r;
+	__u32 us;
 
 	count(CNT_CALLS);
 	if (!(tk & TK_TRACKED)) {
@@ -76,6 +78,7 @@ static __always_inline int send(void *ctx, struct call *c, __u32 d, __u64 ret, i
 		tally(c->func, 1, now - c->entry_ts, ret);
 		return 0;
 	}
+	us = ustack(ctx);
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
 		count(CNT_DROPS);
@@ -105,7 +108,7 @@ static __always_inline int send(void *ctx, struct call *c, __u32 d, __u64 ret, i
 	r->data_len = 0;
 	r->chain = 0;
 	r->stack = c->stack;
-	r->pad = 0;
+	r->ustack = us;
 	r->track = track;
 	if (tk & TK_END)
 		r->flags |= REC_TRACK_END;
@@ -114,7 +117,7 @@ static __always_inline int send(void *ctx, struct call *c, __u32 d, __u64 ret, i
 }
 
 /* exit_only sends an exit whose entry was missed. */
-static __always_inline void exit_only(__u32 func, __u64 ret)
+static __always_inline void exit_only(void *ctx, __u32 func, __u64 ret)
 {
 	struct scratch *s;
 
@@ -132,7 +135,7 @@ static __always_inline void exit_only(__u32 func, __u64 ret)
 		return;
 	__builtin_memset(&s->frame.rec, 0, sizeof(s->frame.rec));
 	s->frame.rec.func = func;
-	emit(&s->frame, ret, 0, 0);
+	emit(ctx, &s->frame, ret, 0, 0);
 }
 
 /* finish sends call c at depth d, which returned ret. */
@@ -153,7 +156,7 @@ static __always_inline void finish(void *ctx, struct call *c, __u32 d, __u64 ret
 	if (track_on)
 		track = track_exit(ctx, c, d, ret, kprobe, &tk, f ? f->rec.track : 0);
 	if (f)
-		sent = emit(f, ret, track, tk);
+		sent = emit(ctx, f, ret, track, tk);
 	else
 		sent = send(ctx, c, d, ret, kprobe, track, tk);
 	if (track_on && sent)
@@ -174,7 +177,7 @@ static __always_inline void finish_exit(void *ctx, __u64 ret, int kprobe)
 	if (c)
 		finish(ctx, c, d, ret, kprobe);
 	else
-		exit_only(kprobe ? func_at(ctx, key) : (__u32)bpf_get_attach_cookie(ctx), ret);
+		exit_only(ctx, kprobe ? func_at(ctx, key) : (__u32)bpf_get_attach_cookie(ctx), ret);
 }
 
 /* The kprobe argument of enter, finish and send: programs serving many

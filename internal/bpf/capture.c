@@ -129,8 +129,8 @@ static __always_inline struct scratch *get_scratch(void)
 #include "track.h"      /* --track */
 #include "gate.h"       /* --entry */
 #include "shadow.h"     /* calls in flight: push, pop, frames */
-#include "chain.h"      /* --entry --errors: error chains */
 #include "stack.h"      /* --stack */
+#include "chain.h"      /* --entry --errors: error chains */
 #include "args.h"       /* argument slots, by kind of program */
 #include "call.h"       /* a call's way: enter, finish, emit, send */
 #include "session.h"    /* what the session programs share */

@@ -138,7 +138,7 @@ struct record {
 	__u16 data_len;
 	__u32 chain; /* --entry --errors: the error chain's number, 0 outside chains */
 	__u32 stack; /* --stack: the id + 1 of its kernel stack in the stacks map, 0 for none */
-	__u32 pad;
+	__u32 ustack; /* --stack user: the id + 1 of its user stack in the ustacks map, 0 for none */
 	__u64 track; /* --track: the journey, the address of its first object; 0 for none */
 };
 
@@ -240,6 +240,7 @@ enum counter {
 	CNT_CHAINS,       /* --entry --errors: error chains sent */
 	CNT_MISS_CHAIN,   /* calls of a chain lost: evicted from the chain buffer */
 	CNT_MISS_STACK,   /* --stack: entries whose stack the stack map could not take */
+	CNT_MISS_USTACK,  /* --stack user: calls whose user stack the ustacks map could not take */
 	CNT_STALE_GATES,  /* --entry: gates shut because their entry call's exit was missed */
 	CNT_JOURNEYS,     /* --track: journeys started */
 	CNT_TRACKED,      /* --track: objects tracked (a journey's first and the pointers it returned) */

@@ -59,13 +59,14 @@ const (
 	CaptureCounterCNT_CHAINS         CaptureCounter = 14
 	CaptureCounterCNT_MISS_CHAIN     CaptureCounter = 15
 	CaptureCounterCNT_MISS_STACK     CaptureCounter = 16
-	CaptureCounterCNT_STALE_GATES    CaptureCounter = 17
-	CaptureCounterCNT_JOURNEYS       CaptureCounter = 18
-	CaptureCounterCNT_TRACKED        CaptureCounter = 19
-	CaptureCounterCNT_TRACK_FREED    CaptureCounter = 20
-	CaptureCounterCNT_TRACK_EXPIRED  CaptureCounter = 21
-	CaptureCounterCNT_UNTRACKED      CaptureCounter = 22
-	CaptureCounterCNT_MAX            CaptureCounter = 23
+	CaptureCounterCNT_MISS_USTACK    CaptureCounter = 17
+	CaptureCounterCNT_STALE_GATES    CaptureCounter = 18
+	CaptureCounterCNT_JOURNEYS       CaptureCounter = 19
+	CaptureCounterCNT_TRACKED        CaptureCounter = 20
+	CaptureCounterCNT_TRACK_FREED    CaptureCounter = 21
+	CaptureCounterCNT_TRACK_EXPIRED  CaptureCounter = 22
+	CaptureCounterCNT_UNTRACKED      CaptureCounter = 23
+	CaptureCounterCNT_MAX            CaptureCounter = 24
 )
 
 type CaptureErrKind uint32
@@ -205,7 +206,7 @@ type CaptureRecord struct {
 	DataLen   uint16
 	Chain     uint32
 	Stack     uint32
-	Pad       uint32
+	Ustack    uint32
 	Track     uint64
 }
 
@@ -267,6 +268,7 @@ const (
 	CaptureMapStacks                = "stacks"
 	CaptureMapStats                 = "stats"
 	CaptureMapTracks                = "tracks"
+	CaptureMapUstacks               = "ustacks"
 	CaptureProgFentryCapture        = "fentry_capture"
 	CaptureProgFentryOne            = "fentry_one"
 	CaptureProgFexitCapture         = "fexit_capture"
@@ -307,6 +309,7 @@ const (
 	CaptureVarTrackOn               = "track_on"
 	CaptureVarTrackTimeout          = "track_timeout"
 	CaptureVarWantStack             = "want_stack"
+	CaptureVarWantUstack            = "want_ustack"
 )
 
 // LoadCapture returns the embedded CollectionSpec for Capture.
@@ -388,6 +391,7 @@ type CaptureMapSpecs struct {
 	Stacks     *ebpf.MapSpec `ebpf:"stacks"`
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
 	Tracks     *ebpf.MapSpec `ebpf:"tracks"`
+	Ustacks    *ebpf.MapSpec `ebpf:"ustacks"`
 }
 
 // CaptureVariableSpecs contains global variables before they are loaded into the kernel.
@@ -419,6 +423,7 @@ type CaptureVariableSpecs struct {
 	TrackOn           *ebpf.VariableSpec `ebpf:"track_on"`
 	TrackTimeout      *ebpf.VariableSpec `ebpf:"track_timeout"`
 	WantStack         *ebpf.VariableSpec `ebpf:"want_stack"`
+	WantUstack        *ebpf.VariableSpec `ebpf:"want_ustack"`
 }
 
 // CaptureObjects contains all objects after they have been loaded into the kernel.
@@ -457,6 +462,7 @@ type CaptureMaps struct {
 	Stacks     *ebpf.Map `ebpf:"stacks"`
 	Stats      *ebpf.Map `ebpf:"stats"`
 	Tracks     *ebpf.Map `ebpf:"tracks"`
+	Ustacks    *ebpf.Map `ebpf:"ustacks"`
 }
 
 func (m *CaptureMaps) Close() error {
@@ -477,6 +483,7 @@ func (m *CaptureMaps) Close() error {
 		m.Stacks,
 		m.Stats,
 		m.Tracks,
+		m.Ustacks,
 	)
 }
 
@@ -509,6 +516,7 @@ type CaptureVariables struct {
 	TrackOn           *ebpf.Variable `ebpf:"track_on"`
 	TrackTimeout      *ebpf.Variable `ebpf:"track_timeout"`
 	WantStack         *ebpf.Variable `ebpf:"want_stack"`
+	WantUstack        *ebpf.Variable `ebpf:"want_ustack"`
 }
 
 // CapturePrograms contains all programs after they have been loaded into the kernel.

@@ -47,7 +47,7 @@ type CaptureLeanFrame struct {
 		DataLen   uint16
 		Chain     uint32
 		Stack     uint32
-		Pad       uint32
+		Ustack    uint32
 		Track     uint64
 	}
 	Data [1848]uint8
@@ -147,6 +147,7 @@ const (
 	CaptureLeanMapStacks                = "stacks"
 	CaptureLeanMapStats                 = "stats"
 	CaptureLeanMapTracks                = "tracks"
+	CaptureLeanMapUstacks               = "ustacks"
 	CaptureLeanProgFentryCapture        = "fentry_capture"
 	CaptureLeanProgFentryOne            = "fentry_one"
 	CaptureLeanProgFexitCapture         = "fexit_capture"
@@ -248,6 +249,7 @@ type CaptureLeanMapSpecs struct {
 	Stacks     *ebpf.MapSpec `ebpf:"stacks"`
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
 	Tracks     *ebpf.MapSpec `ebpf:"tracks"`
+	Ustacks    *ebpf.MapSpec `ebpf:"ustacks"`
 }
 
 // CaptureLeanVariableSpecs contains global variables before they are loaded into the kernel.
@@ -297,6 +299,7 @@ type CaptureLeanMaps struct {
 	Stacks     *ebpf.Map `ebpf:"stacks"`
 	Stats      *ebpf.Map `ebpf:"stats"`
 	Tracks     *ebpf.Map `ebpf:"tracks"`
+	Ustacks    *ebpf.Map `ebpf:"ustacks"`
 }
 
 func (m *CaptureLeanMaps) Close() error {
@@ -317,6 +320,7 @@ func (m *CaptureLeanMaps) Close() error {
 		m.Stacks,
 		m.Stats,
 		m.Tracks,
+		m.Ustacks,
 	)
 }
 

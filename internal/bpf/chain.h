@@ -84,6 +84,7 @@ static __always_inline struct frame *chain_record(void *ctx, struct call *c, __u
 	f->rec.cpu = bpf_get_smp_processor_id();
 	f->rec.chain = 0;
 	who(&f->rec);
+	f->rec.ustack = ustack(ctx);
 	return f;
 }
 

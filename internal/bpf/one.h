@@ -38,7 +38,7 @@ static __always_inline void one_exit(void *ctx, __u32 func, __u64 ret)
 	if (c)
 		finish(ctx, c, d, ret, KPROBE_ONE);
 	else
-		exit_only(func, ret);
+		exit_only(ctx, func, ret);
 }
 
 SEC("kretprobe/trawl_placeholder")

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Kernel stacks (--stack), part of capture.c (stack.go). */
+/* Kernel and user stacks (--stack), part of capture.c (stack.go). */
 #ifndef TRAWL_STACK_H
 #define TRAWL_STACK_H
 
@@ -30,6 +30,42 @@ static __always_inline void take_stack(void *ctx, struct call *c)
 		return;
 	}
 	c->stack = id + 1;
+}
+
+/* User stacks (--stack user). The user stack of the task that makes a
+ * traced call is taken when the call is sent, into the ustacks map as
+ * kernel stacks are: the task's user registers stay as they were at the
+ * call's entry until it returns to user space, but for a call that execs
+ * a new program, which shows the new program's first frame. A call in a
+ * kernel thread has no user stack; one the map has no room for, or whose
+ * hash bucket holds another stack, is counted as missed. The frames are
+ * found by frame pointers. */
+FEATURE(__u32 want_ustack) = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 1); /* resized by the loader */
+	__type(key, __u32);
+	__uint(value_size, MAX_STACK * sizeof(__u64));
+} ustacks SEC(".maps");
+
+#define TRAWL_EFAULT 14
+
+/* ustack returns the id + 1 of the current task's user stack, or 0. */
+static __always_inline __u32 ustack(void *ctx)
+{
+	long id;
+
+	if (!want_ustack)
+		return 0;
+	id = bpf_get_stackid(ctx, &ustacks, BPF_F_USER_STACK);
+	if (id == -TRAWL_EFAULT)
+		return 0; /* no user stack: a kernel thread */
+	if (id < 0 || id >= MAX_STACKS) {
+		count(CNT_MISS_USTACK);
+		return 0;
+	}
+	return id + 1;
 }
 
 #endif
