@@ -174,7 +174,11 @@ func manFlags(fs *pflag.FlagSet) string {
 		}
 		fmt.Fprintf(&b, "**--%s**", f.Name)
 		name, usage := pflag.UnquoteUsage(f)
-		if name != "" {
+		switch {
+		case name != "" && f.NoOptDefVal != "":
+			// A value of its own is optional: joined by an equals sign.
+			fmt.Fprintf(&b, "\\[=*%s*\\]", name)
+		case name != "":
 			fmt.Fprintf(&b, " *%s*", name)
 		}
 		if !slices.Contains([]string{"", "0", "0s", "false", "[]"}, f.DefValue) {

@@ -121,6 +121,9 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case len(os.Args) == 3 && os.Args[1] == openWaitArg:
+		openWait(os.Args[2])
+		os.Exit(0)
 	case len(os.Args) == 2 && os.Args[1] == whoamiArg:
 		whoami()
 		os.Exit(0)

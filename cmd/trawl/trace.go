@@ -134,7 +134,7 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&f.trackObjs, "track-objects", 0, "with --track, track at most `N` objects at once, the least recently seen forgotten first (default 16384)")
 	fs.StringArrayVar(&f.show, "show", nil, "show the value of `EXPR` with each call, read when it returns, e.g. 'file->f_path.dentry->d_name.name' or 'port(sk->__sk_common.skc_dport)' (formats ip, ipv6, port, hex, str, and buf(PTR, LEN); repeatable, up to 8; docs/filter.md)")
 	// How to write them.
-	fs.Var(&f.stack, "stack", "show each call's stacks: `WHICH` is kernel (its kernel stack at its entry; of an error chain, the origin's), user (its task's user stack, by frame pointers) or both, what --stack alone takes")
+	fs.Var(&f.stack, "stack", "show each call's stacks: `WHICH` is kernel (its kernel stack at its entry; of an error chain, the origin's), user (its task's user stack, by frame pointers) or both, what --stack alone takes; a value goes after an equals sign, --stack=user")
 	fs.Lookup("stack").NoOptDefVal = stackBoth
 	fs.StringVarP(&f.format, "format", "f", formatText, "write `FORMAT`: text (a line per call), tree (a call tree per task), json (a JSON object per call), perfetto (Perfetto's protobuf trace, needs -o), chrome-json (the Chrome JSON trace), stats (counts, errors, latency percentiles), folded (call counts by kernel stack for flame graphs, at the end: with --stack, the traced function under its callers; without, the function alone), html (a page written at the end: a table of the functions, their latency histograms and a flame graph of the stacks)")
 	fs.StringVarP(&f.output, "output", "o", "", "write to `FILE` instead of standard output")

@@ -55,6 +55,7 @@ type jsonCall struct {
 	Chain    uint32          `json:"chain"`
 	Origin   bool            `json:"origin"`
 	Stack    []string        `json:"stack"`
+	UStack   []string        `json:"ustack"`
 }
 
 // parseCalls parses --json output, failing the test on a bad line.

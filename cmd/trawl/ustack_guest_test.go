@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trawl-dev/trawl/internal/vmtest/guest"
+)
+
+// openWaitArg makes the test binary, a Go program built without cgo,
+// open the file named by the next argument from a function of its own,
+// then wait openWaitTime before it exits.
+const openWaitArg = "__open_wait"
+
+// openWaitTime is how long the openWaitArg command lives after its open:
+// what trawl needs to read the call and the process's mappings.
+const openWaitTime = 3 * time.Second
+
+//go:noinline
+func openWait(path string) {
+	if f, err := os.OpenFile(path, os.O_RDONLY, 0); err == nil {
+		f.Close()
+	}
+	time.Sleep(openWaitTime)
+}
+
+// TestUserStack traces a Go program's open with --stack (both stacks):
+// its user stack names its Go callers, from os.OpenFile out to
+// main.main, after its kernel stack.
+func TestUserStack(t *testing.T) {
+	guest.Require(t)
+	onlyOn(t, "--stack=user", "amd64-7.3", "arm64-7.3")
+	exe := os.Args[0]
+	marker := filepath.Join(t.TempDir(), "ustack-marker")
+	out := filepath.Join(t.TempDir(), "trace")
+	start := time.Now()
+	cmd := trawlCmd("-q", "--json", "--stack", "-o", out, "do_sys_openat2", "--", exe, openWaitArg, marker)
+	_, stderr, status := runLimited(t, cmd, startLimit+stopLimit+openWaitTime)
+	if status != 0 {
+		t.Fatalf("status %d\n%s", status, stderr)
+	}
+	t.Logf("traced in %v", time.Since(start).Round(time.Millisecond))
+	var found bool
+	for _, c := range callsIn(t, out) {
+		if c.filename() != marker {
+			continue
+		}
+		found = true
+		names := make([]string, len(c.UStack))
+		for i, f := range c.UStack {
+			names[i], _, _ = strings.Cut(f, "+0x")
+		}
+		t.Logf("user stack: %q", c.UStack)
+		if len(c.Stack) == 0 {
+			t.Errorf("no kernel stack beside the user stack")
+		}
+		opened, main := slices.Index(names, "os.OpenFile"), slices.Index(names, "main.main")
+		if opened < 0 || main < opened || !slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, ".openWait") }) {
+			t.Errorf("the user stack does not lead from os.OpenFile through openWait to main.main: %q", c.UStack)
+		}
+		for _, f := range c.UStack {
+			if strings.HasPrefix(f, "os.OpenFile+") && !strings.HasSuffix(f, " ["+filepath.Base(exe)+"]") {
+				t.Errorf("frame %q not named by its binary, %s", f, filepath.Base(exe))
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the open of %s was not traced\nstderr:\n%s", marker, stderr)
+	}
+}
