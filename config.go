@@ -81,8 +81,11 @@ type Config struct {
 	Stack bool
 	// UserStack takes the user stack of each call's task (Call.UStack),
 	// alone or with Stack: the frames its frame pointers lead to, named
-	// by the binaries the process has mapped (read from /proc/PID/maps).
-	// Code built without frame pointers cuts a stack short
+	// by the binaries the process has mapped, read from /proc/PID/maps
+	// and followed from the kernel's mapping events (perf's, which need
+	// CAP_PERFMON: without, a notice), so that a process that exits before
+	// its calls are read still has them named. Code built without frame
+	// pointers cuts a stack short
 	// (Stats.ShortUserStack). Taken when the call returns, which for a
 	// call that execs a program is in the new program. Kernel threads
 	// have none; a stack the kernel has no room for is counted in

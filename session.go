@@ -461,6 +461,9 @@ func (s *Session) close() error {
 		if s.capture.Collection != nil {
 			s.capture.Collection.Close()
 		}
+		if s.ustacks != nil {
+			s.ustacks.sym.Close()
+		}
 	})
 	return errors.Join(errs...)
 }

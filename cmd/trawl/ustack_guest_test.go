@@ -3,13 +3,17 @@
 package main
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
 
@@ -72,5 +76,45 @@ func TestUserStack(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the open of %s was not traced\nstderr:\n%s", marker, stderr)
+	}
+}
+
+// TestUserStackExited reads the call of a process that has exited: its
+// user stack still names its Go callers, from the mappings the kernel
+// told of while it ran.
+func TestUserStackExited(t *testing.T) {
+	guest.Require(t)
+	onlyOn(t, "--stack=user", "amd64-7.3", "arm64-7.3")
+	exe := os.Args[0]
+	marker := filepath.Join(t.TempDir(), "ustack-exited")
+	sess, err := trawl.Open(t.Context(), trawl.Config{Patterns: []string{"do_sys_openat2"}, UserStack: true, Filter: `filename == "` + marker + `"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	cmd := exec.Command(exe, pidOpenArg, marker)
+	if out, err := cmd.Output(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	pid := cmd.Process.Pid
+	if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid), "maps")); err == nil {
+		t.Fatalf("process %d still has its mappings", pid)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), stopLimit)
+	defer cancel()
+	var c trawl.Call
+	if err := sess.Read(ctx, &c); err != nil {
+		t.Fatalf("the open of %s: %v", marker, err)
+	}
+	t.Logf("user stack: %q", c.UStack)
+	names := make([]string, len(c.UStack))
+	for i, f := range c.UStack {
+		names[i], _, _ = strings.Cut(f, "+0x")
+	}
+	if int(c.PID) != pid || !slices.Contains(names, "os.OpenFile") || !slices.Contains(names, "main.main") {
+		t.Errorf("call of pid %d (want %d) without os.OpenFile and main.main in its user stack: %q", c.PID, pid, c.UStack)
+	}
+	if st, err := sess.Stats(); err != nil || st.MissUserStack != 0 {
+		t.Errorf("%d user stacks missed (%v)", st.MissUserStack, err)
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"syscall"
 )
 
-// binary is the symbols of one ELF file, looked up by file offset.
-type binary struct {
+// objfile is the symbols of one ELF file, looked up by file offset.
+type objfile struct {
 	// loads are its PT_LOAD segments, by which a file offset becomes an
 	// address.
 	loads []elf.ProgHeader
@@ -36,23 +36,23 @@ type fileKey struct {
 type binaries struct {
 	max    int
 	byFile map[fileKey]*cached
-	byID   map[string]*binary
+	byID   map[string]*objfile
 	tick   uint64
 }
 
 // cached is a file read: its binary, nil for a file that is no ELF file.
 type cached struct {
-	b    *binary
+	b    *objfile
 	used uint64
 }
 
 func newBinaries(max int) *binaries {
-	return &binaries{max: max, byFile: map[fileKey]*cached{}, byID: map[string]*binary{}}
+	return &binaries{max: max, byFile: map[fileKey]*cached{}, byID: map[string]*objfile{}}
 }
 
 // open returns the binary at the first of paths that is a file, nil if
 // none is or it is no ELF file.
-func (bs *binaries) open(paths ...string) *binary {
+func (bs *binaries) open(paths ...string) *objfile {
 	for _, path := range paths {
 		var st syscall.Stat_t
 		if syscall.Stat(path, &st) != nil {
@@ -104,13 +104,13 @@ func (bs *binaries) forget() {
 }
 
 // load reads the symbols of the ELF file at path.
-func load(path string) *binary {
+func load(path string) *objfile {
 	f, err := elf.Open(path)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	b := &binary{id: buildID(f)}
+	b := &objfile{id: buildID(f)}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD {
 			b.loads = append(b.loads, p.ProgHeader)
@@ -154,7 +154,7 @@ func buildID(f *elf.File) string {
 
 // lookup returns the function holding file offset off and the offset in
 // it.
-func (b *binary) lookup(off uint64) (string, uint64, bool) {
+func (b *objfile) lookup(off uint64) (string, uint64, bool) {
 	addr, ok := b.address(off)
 	if !ok {
 		return "", 0, false
@@ -168,7 +168,7 @@ func (b *binary) lookup(off uint64) (string, uint64, bool) {
 }
 
 // address returns the address a file offset is loaded at.
-func (b *binary) address(off uint64) (uint64, bool) {
+func (b *objfile) address(off uint64) (uint64, bool) {
 	for _, p := range b.loads {
 		if off >= p.Off && off < p.Off+p.Filesz {
 			return off - p.Off + p.Vaddr, true

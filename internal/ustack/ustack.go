@@ -4,7 +4,9 @@
 // task's frame pointers led to, in the memory of its process. A process's
 // mappings are read from /proc/PID/maps when it is first seen and again
 // after it execs, and kept after it exits, so that its later calls still
-// symbolise. The code of a mapping is named by the ELF file's .symtab or
+// symbolise; with Watch, the kernel's events of new mappings and execs
+// keep them too, for a process that exits before its first call is
+// read. The code of a mapping is named by the ELF file's .symtab or
 // .dynsym, by Go's .gopclntab (which stripped Go binaries keep), by
 // /tmp/perf-PID.map for code a JIT made, else as "module+0xoffset".
 package ustack
@@ -44,6 +46,8 @@ type Symbolizer struct {
 	// Short counts the stacks whose frame chain ended before a
 	// program's first function (see Frames).
 	Short uint64
+	// watch follows mappings as the kernel makes them (Watch).
+	watch *watcher
 }
 
 // process is what is known of one process: its executable mappings,
@@ -78,6 +82,7 @@ func (s *Symbolizer) Seen(pid uint32, comm string) {
 	if pid == 0 {
 		return
 	}
+	s.catchUp()
 	if p := s.procs[pid]; p == nil || p.comm != comm {
 		s.read(pid, comm)
 	}
@@ -140,10 +145,10 @@ func parseMaps(b []byte) []mapping {
 	return maps
 }
 
-// find returns the mapping holding ip.
+// find returns the mapping holding ip, the latest made if several do.
 func (p *process) find(ip uint64) (mapping, bool) {
-	for _, m := range p.maps {
-		if ip >= m.start && ip < m.end {
+	for i := len(p.maps) - 1; i >= 0; i-- {
+		if m := p.maps[i]; ip >= m.start && ip < m.end {
 			return m, true
 		}
 	}
@@ -167,6 +172,7 @@ var roots = map[string]bool{
 // short, which Short counts when its last frame is not where a thread
 // starts.
 func (s *Symbolizer) Frames(pid uint32, ips []uint64, maxFrames int) []string {
+	s.catchUp()
 	p := s.procs[pid]
 	if p == nil {
 		p = s.read(pid, "")

@@ -5,12 +5,15 @@ package ustack
 import (
 	"bufio"
 	"debug/elf"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 const prog = `package main
@@ -228,5 +231,41 @@ func TestMapsAndFallbacks(t *testing.T) {
 	}
 	if m := parseMaps([]byte(maps)); len(m) != 3 {
 		t.Errorf("%d executable mappings, want 3", len(m))
+	}
+}
+
+// TestEvents applies the kernel's events of an exec, a mapping and a
+// fork, as Watch reads them, to processes gone from /proc.
+func TestEvents(t *testing.T) {
+	s := New()
+	s.Proc = t.TempDir() // no process is there
+	s.watch = &watcher{}
+	le := binary.NativeEndian
+	comm := le.AppendUint32(le.AppendUint32(nil, 9), 9)
+	s.event(unix.PERF_RECORD_COMM, unix.PERF_RECORD_MISC_COMM_EXEC, append(comm, "prog\x00\x00\x00\x00"...))
+	mmap := func(prot uint32, path string) []byte {
+		b := le.AppendUint32(le.AppendUint32(nil, 9), 9)
+		b = le.AppendUint64(le.AppendUint64(le.AppendUint64(b, 0x400000), 0x2000), 0x1000)
+		b = append(b, make([]byte, 24)...)
+		b = le.AppendUint32(le.AppendUint32(b, prot), 0)
+		return append(b, path+"\x00\x00\x00"...)
+	}
+	s.event(unix.PERF_RECORD_MMAP2, 0, mmap(unix.PROT_READ, "/data"))
+	s.event(unix.PERF_RECORD_MMAP2, 0, mmap(unix.PROT_READ|unix.PROT_EXEC, "/usr/bin/prog"))
+	fork := le.AppendUint32(le.AppendUint32(le.AppendUint32(le.AppendUint32(nil, 10), 9), 10), 9)
+	s.event(unix.PERF_RECORD_FORK, 0, le.AppendUint64(fork, 0))
+	s.event(unix.PERF_RECORD_LOST, 0, le.AppendUint64(le.AppendUint64(nil, 1), 3))
+	s.Seen(10, "prog")
+	for _, pid := range []uint32{9, 10} {
+		if got := s.Frames(pid, []uint64{0x400010}, 64); len(got) != 1 || got[0] != "prog+0x1010" {
+			t.Errorf("pid %d: frames %q, want prog+0x1010", pid, got)
+		}
+	}
+	if s.watch.Lost != 3 {
+		t.Errorf("%d events lost, want 3", s.watch.Lost)
+	}
+	s.event(unix.PERF_RECORD_COMM, unix.PERF_RECORD_MISC_COMM_EXEC, append(comm, "other\x00\x00\x00"...))
+	if got := s.Frames(9, []uint64{0x400010}, 64); got[0] != "0x400010" {
+		t.Errorf("after an exec, frames %q, want the address alone", got)
 	}
 }
