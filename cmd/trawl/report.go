@@ -127,7 +127,7 @@ type report struct {
 	r      render.Renderer
 	close  func() error
 	// calls counts the calls, noDuration those without a duration and
-	// noStack those without a kernel stack.
+	// noStack those without a stack, kernel or user.
 	calls, noDuration, noStack int
 }
 
@@ -157,7 +157,7 @@ func (rep *report) read(names []string, inputs []io.Reader) error {
 			if c.Duration == 0 {
 				rep.noDuration++
 			}
-			if c.Stack == nil {
+			if c.Stack == nil && c.UStack == nil {
 				rep.noStack++
 			}
 			if err := rep.r.Call(&c); err != nil {
@@ -228,8 +228,8 @@ func (rep *report) lacks(stderr io.Writer) {
 	}
 	switch {
 	case rep.noStack == rep.calls:
-		fmt.Fprintln(stderr, "trawl: the recording has no kernel stacks (record with --stack): each call counts under its function alone")
+		fmt.Fprintln(stderr, "trawl: the recording has no stacks (record with --stack): each call counts under its function alone")
 	case rep.noStack > 0:
-		fmt.Fprintf(stderr, "trawl: %d of %d calls have no kernel stack: they count under their function alone\n", rep.noStack, rep.calls)
+		fmt.Fprintf(stderr, "trawl: %d of %d calls have no stack: they count under their function alone\n", rep.noStack, rep.calls)
 	}
 }

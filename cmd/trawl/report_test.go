@@ -96,7 +96,7 @@ func TestReportLacks(t *testing.T) {
 	for _, tc := range []struct {
 		format, out, err string
 	}{
-		{"folded", "vfs_read 2\n", "trawl: the recording has no kernel stacks (record with --stack): each call counts under its function alone\n"},
+		{"folded", "vfs_read 2\n", "trawl: the recording has no stacks (record with --stack): each call counts under its function alone\n"},
 		{"stats", "vfs_read          2        0", "trawl: 1 of 2 calls have no duration (their entry or exit was not seen, or the recording lacks it): they count in no latency figure\n"},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -106,6 +106,15 @@ func TestReportLacks(t *testing.T) {
 		if !strings.Contains(stdout.String(), tc.out) || stderr.String() != tc.err {
 			t.Errorf("%s: stdout %q, stderr %q; want %q and %q", tc.format, stdout.String(), stderr.String(), tc.out, tc.err)
 		}
+	}
+	// User stacks alone are stacks: nothing is said missing.
+	userStacks := recording(t, dir, call.Call{Func: "vfs_read", Duration: 10, UStack: []string{"read+0x10 [libc.so.6]", "main+0x8 [cat]"}})
+	var out, errOut bytes.Buffer
+	if err := runReport([]string{"-"}, reportFlags{format: "folded"}, must(os.Open(userStacks)), &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "cat:main;libc.so.6:read;vfs_read 1\n" || errOut.String() != "" {
+		t.Errorf("user stacks: stdout %q, stderr %q", out.String(), errOut.String())
 	}
 	var stdout, stderr bytes.Buffer
 	if err := runReport([]string{"-"}, reportFlags{format: "stats"}, strings.NewReader(""), &stdout, &stderr); err != nil {
