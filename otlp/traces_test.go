@@ -618,5 +618,15 @@ func TestSpanEvents(t *testing.T) {
 	set := attribute.NewSet(alone[0].Attributes...)
 	if v, _ := set.Value("trawl.kind"); v.AsString() != "tracepoint" {
 		t.Errorf("the event's span: trawl.kind %q, want tracepoint", v.AsString())
+
+// TestUserStackAttribute: a call's user stack is the attribute
+// trawl.ustack, innermost first.
+func TestUserStackAttribute(t *testing.T) {
+	calls := valueCalls()
+	calls[0].UStack = []string{"write+0x14 [libc.so.6]", "main.main+0x2c [app]"}
+	spans, _ := export(t, Options{}, calls)
+	got := attribute.NewSet(spans["vfs_write"].Attributes...)
+	if v, _ := got.Value("trawl.ustack"); !slices.Equal(v.AsStringSlice(), calls[0].UStack) {
+		t.Errorf("trawl.ustack = %q, want %q", v.AsStringSlice(), calls[0].UStack)
 	}
 }

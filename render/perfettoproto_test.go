@@ -27,6 +27,7 @@ func TestPerfettoProtoAgrees(t *testing.T) {
 		{"golden calls", testCalls(t)},
 		{"arguments named like trawl's keys", argNameCalls()},
 		{"every kind of value", valueKindCalls()},
+		{"stacks, kernel and user", []call.Call{userStackCall()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var pbOut, jsonOut bytes.Buffer
