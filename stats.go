@@ -56,9 +56,10 @@ type Stats struct {
 	MissStack uint64
 	// MissUserStack counts, with Config.UserStack, the calls whose user
 	// stack the kernel's map of user stacks could not take, and
-	// ShortUserStack the user stacks read whose frame chain ended before
-	// the function a thread starts in (code built without frame
-	// pointers), shown as far as they go.
+	// ShortUserStack the distinct user stacks read (each once per
+	// process) whose frame chain ended before the function a thread
+	// starts in (code built without frame pointers), shown as far as
+	// they go.
 	MissUserStack, ShortUserStack uint64
 	// StaleGates counts, with Config.Entries, the entry calls whose exit
 	// was missed (their calls counted in MissExit): a later call of the

@@ -352,7 +352,7 @@ func summary(w io.Writer, st trawl.Stats, all bool) {
 		fmt.Fprintf(w, "trawl: --stack: %d calls without their user stack (stack map full or hash collision)\n", st.MissUserStack)
 	}
 	if st.ShortUserStack > 0 {
-		fmt.Fprintf(w, "trawl: --stack: %d user stacks end early, in code without frame pointers: shown as far as they go\n", st.ShortUserStack)
+		fmt.Fprintf(w, "trawl: --stack: %d distinct user stacks end early, in code without frame pointers: shown as far as they go\n", st.ShortUserStack)
 	}
 	if st.CookieLookups > 0 {
 		fmt.Fprintf(w, "trawl: %d kprobe runs found their function by the attach cookie, slower than by address\n", st.CookieLookups)
