@@ -361,10 +361,10 @@ type callRound struct {
 	statsFloor                float64 // the stats floor programs, NaN without them
 	show                      float64 // trawl's session with one --show expression
 	// gated is trawl with the function outside every --entry call, stack
-	// trawl with --stack, untracked trawl with --track on trackFunc,
-	// whose calls receive no tracked object, filtered the same session
-	// without --track.
-	gated, stack, untracked, filtered float64
+	// trawl with --stack=kernel, ustack trawl with --stack=user,
+	// untracked trawl with --track on trackFunc, whose calls receive no
+	// tracked object, filtered the same session without --track.
+	gated, stack, ustack, untracked, filtered float64
 	// gatedEmpty is the empty programs of the attach types of gated, for
 	// a backend whose programs differ with --entry (gatedEmpties).
 	gatedEmpty float64
@@ -372,8 +372,8 @@ type callRound struct {
 
 // callSeries are a backend's rounds, one series a quantity.
 type callSeries struct {
-	base, empty, floor, trawl, stats, statsFloor, show measure.Samples
-	gated, stack, untracked, filtered, gatedEmpty      measure.Samples
+	base, empty, floor, trawl, stats, statsFloor, show    measure.Samples
+	gated, stack, ustack, untracked, filtered, gatedEmpty measure.Samples
 }
 
 // seriesOf returns the series of rounds rs.
@@ -383,7 +383,7 @@ func seriesOf(rs []callRound) callSeries {
 		s.base, s.empty, s.floor, s.trawl = append(s.base, r.base), append(s.empty, r.empty), append(s.floor, r.floor), append(s.trawl, r.trawl)
 		s.stats, s.statsFloor, s.show = append(s.stats, r.stats), append(s.statsFloor, r.statsFloor), append(s.show, r.show)
 		s.gated, s.stack, s.untracked = append(s.gated, r.gated), append(s.stack, r.stack), append(s.untracked, r.untracked)
-		s.filtered, s.gatedEmpty = append(s.filtered, r.filtered), append(s.gatedEmpty, r.gatedEmpty)
+		s.filtered, s.gatedEmpty, s.ustack = append(s.filtered, r.filtered), append(s.gatedEmpty, r.gatedEmpty), append(s.ustack, r.ustack)
 	}
 	return s
 }
@@ -492,17 +492,18 @@ func printStats(w io.Writer, rows []callRow) {
 // gate and of --stack.
 func printGateStack(w io.Writer, rows []callRow) {
 	fmt.Fprintf(w, "### Per call: the --entry gate and --stack\n\n")
-	fmt.Fprintf(w, "The same calls and rounds. Gated: trawl's session on `%s` with `--entry %s`, which the calls are never inside, so each is left out by the gate in the kernel (every call checked to be counted outside); gate ratio = (gated - baseline) / (empty - baseline), target at most 1.2, the empty programs being of the attach types trawl attaches with --entry (for fsession an fentry and an fexit program). Stack: trawl's session with `--stack` (every call checked to be captured with its stack); stack / trawl = (stack - baseline) / (trawl - baseline). Medians of the rounds.\n\n", callFunc, gateEntry)
-	t := measure.NewTable(w, "backend", "empty - baseline", "gated - baseline", "gate ratio (median)", "gate ratio (min-max)", "trawl - baseline", "stack - baseline", "stack / trawl")
+	fmt.Fprintf(w, "The same calls and rounds. Gated: trawl's session on `%s` with `--entry %s`, which the calls are never inside, so each is left out by the gate in the kernel (every call checked to be counted outside); gate ratio = (gated - baseline) / (empty - baseline), target at most 1.2, the empty programs being of the attach types trawl attaches with --entry (for fsession an fentry and an fexit program). Stack: trawl's session with `--stack=kernel` (every call checked to be captured with its stack); stack / trawl = (stack - baseline) / (trawl - baseline). User stack: the same with `--stack=user` (the bench's own Go frames, none missed). Medians of the rounds.\n\n", callFunc, gateEntry)
+	t := measure.NewTable(w, "backend", "empty - baseline", "gated - baseline", "gate ratio (median)", "gate ratio (min-max)", "trawl - baseline", "stack - baseline", "stack / trawl", "user stack - baseline", "user stack / trawl")
 	for _, row := range rows {
 		s := row.s
 		if row.err != nil || len(s.gated) == 0 {
 			continue
 		}
 		ratios := measure.Over(s.gated, s.base, s.gatedEmpty)
-		base, empty, tr, gated, stack := s.base.Median(), s.gatedEmpty.Median(), s.trawl.Median(), s.gated.Median(), s.stack.Median()
+		base, empty, tr, gated, stack, ustack := s.base.Median(), s.gatedEmpty.Median(), s.trawl.Median(), s.gated.Median(), s.stack.Median(), s.ustack.Median()
 		t.Row(row.backend, measure.Ns(empty-base), measure.Ns(gated-base), measure.Times(ratios.Median()), measure.Range(ratios),
-			measure.Ns(tr-base), measure.Ns(stack-base), measure.Times(measure.Ratio(stack, base, tr)))
+			measure.Ns(tr-base), measure.Ns(stack-base), measure.Times(measure.Ratio(stack, base, tr)),
+			measure.Ns(ustack-base), measure.Times(measure.Ratio(ustack, base, tr)))
 	}
 	t.End()
 }
@@ -660,6 +661,15 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn trawl.Functio
 	if err != nil {
 		return r, fmt.Errorf("--stack: %w", err)
 	}
+	ustack, err := measureTrawl(ctx, trig, trawl.Config{Backend: trawl.Backend(b), UserStack: true}, n, func(sess *trawl.Session) error {
+		if st, err := sess.Stats(); err != nil || st.MissUserStack != 0 {
+			return fmt.Errorf("%d calls without their user stack (%v)", st.MissUserStack, err)
+		}
+		return captured(sess)
+	})
+	if err != nil {
+		return r, fmt.Errorf("--stack=user: %w", err)
+	}
 	untracked, err := measureTrawl(ctx, trig, trawl.Config{Patterns: []string{trackFunc}, Backend: trawl.Backend(b), Track: trackType, Comm: untrackedComm}, n,
 		func(sess *trawl.Session) error { return checkUntracked(sess, calls(n)) })
 	if err != nil {
@@ -719,7 +729,7 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn trawl.Functio
 		return r, err
 	}
 	r.base, r.empty, r.trawl, r.stats, r.show = base, empty, tr, st, show
-	r.gated, r.stack, r.untracked, r.filtered, r.gatedEmpty = gated, stack, untracked, filtered, gatedEmpty
+	r.gated, r.stack, r.ustack, r.untracked, r.filtered, r.gatedEmpty = gated, stack, ustack, untracked, filtered, gatedEmpty
 	return r, nil
 }
 
@@ -763,6 +773,6 @@ func (r callRound) String() string {
 	if !math.IsNaN(r.floor) {
 		floor = fmt.Sprintf(", floor %.0f ns", r.floor)
 	}
-	return fmt.Sprintf("baseline %.0f ns, empty %.0f ns%s, trawl %.0f ns, trawl --stats %.0f ns, --show %.0f ns, gated %.0f ns, --stack %.0f ns, --track untracked %.0f ns",
-		r.base, r.empty, floor, r.trawl, r.stats, r.show, r.gated, r.stack, r.untracked)
+	return fmt.Sprintf("baseline %.0f ns, empty %.0f ns%s, trawl %.0f ns, trawl --stats %.0f ns, --show %.0f ns, gated %.0f ns, --stack %.0f ns, --stack=user %.0f ns, --track untracked %.0f ns",
+		r.base, r.empty, floor, r.trawl, r.stats, r.show, r.gated, r.stack, r.ustack, r.untracked)
 }
