@@ -618,6 +618,8 @@ func TestSpanEvents(t *testing.T) {
 	set := attribute.NewSet(alone[0].Attributes...)
 	if v, _ := set.Value("trawl.kind"); v.AsString() != "tracepoint" {
 		t.Errorf("the event's span: trawl.kind %q, want tracepoint", v.AsString())
+	}
+}
 
 // TestUserStackAttribute: a call's user stack is the attribute
 // trawl.ustack, innermost first.
