@@ -39,7 +39,7 @@ func openWait(path string) {
 // main.main, after its kernel stack.
 func TestUserStack(t *testing.T) {
 	guest.Require(t)
-	onlyOn(t, "--stack=user", "amd64-7.3", "arm64-7.3")
+	guest.Only(t, "--stack=user", "amd64-7.3", "arm64-7.3")
 	exe := os.Args[0]
 	marker := filepath.Join(t.TempDir(), "ustack-marker")
 	out := filepath.Join(t.TempDir(), "trace")
@@ -84,7 +84,7 @@ func TestUserStack(t *testing.T) {
 // told of while it ran.
 func TestUserStackExited(t *testing.T) {
 	guest.Require(t)
-	onlyOn(t, "--stack=user", "amd64-7.3", "arm64-7.3")
+	guest.Only(t, "--stack=user", "amd64-7.3", "arm64-7.3")
 	exe := os.Args[0]
 	marker := filepath.Join(t.TempDir(), "ustack-exited")
 	sess, err := trawl.Open(t.Context(), trawl.Config{Patterns: []string{"do_sys_openat2"}, UserStack: true, Filter: `filename == "` + marker + `"`})
