@@ -95,6 +95,9 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case len(os.Args) >= 2 && os.Args[1] == readsArg:
+		reads(os.Args[2:])
+		os.Exit(0)
 	case len(os.Args) >= 2 && os.Args[1] == opensLingerArg:
 		opens(os.Args[2:])
 		time.Sleep(lingerTime)

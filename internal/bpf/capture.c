@@ -124,6 +124,7 @@ static __always_inline struct scratch *get_scratch(void)
 #include "iptable.h"    /* kprobes: the function of an address */
 #include "taskfilter.h" /* --pid (following forks), --comm, --cgroup */
 #include "filter.h"     /* --filter, --show, --min-duration, --errors, --errno */
+#include "path.h"       /* captures: file paths */
 #include "memory.h"     /* captures: the memory behind arguments */
 #include "aggregate.h"  /* --stats */
 #include "track.h"      /* --track */

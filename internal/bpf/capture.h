@@ -16,6 +16,7 @@ enum limit {
 	IP_MAX_PROBES = 8, /* address table slots tried from an address's hash */
 	MAX_STACK = 64,    /* frames of a kernel stack (--stack) */
 	MAX_STACKS = 16384, /* stacks the stack map holds; ids fit a call's __u16 */
+	PATH_STEPS = 32,   /* dentries and mount points a file's path goes up (CAP_PATH) */
 };
 
 /* What a capture copies. */
@@ -34,6 +35,14 @@ enum cap_kind {
 	 * data offset off, plus its network_header, held at net_at; capture
 	 * slot holds both (see PLAN_DEEP). */
 	CAP_PKT = 7,
+	/* A NUL-terminated string, at most size bytes, behind a char * that
+	 * capture slot's bytes hold at data offset off (see PLAN_DEEP). */
+	CAP_DEEP_STR = 8,
+	/* The path of the struct path (a mount and a dentry pointer) that
+	 * capture slot's bytes hold at data offset off: its dentries' names
+	 * from the last up, at most size bytes (copy_path in path.h; see
+	 * PLAN_DEEP). */
+	CAP_PATH = 9,
 };
 
 struct cap {
@@ -42,7 +51,7 @@ struct cap {
 	__u16 size;
 	__u8 len_slot; /* sized buffers: the slot holding the length */
 	__u8 len_size; /* sized buffers: the length's size in bytes */
-	__u16 off; /* CAP_DEEP, CAP_PKT: where the pointer is in the call's data */
+	__u16 off; /* CAP_DEEP, CAP_PKT, CAP_DEEP_STR, CAP_PATH: where the pointer is in the call's data */
 	__u16 net_at; /* CAP_PKT: where the network header's offset is in the data */
 };
 
@@ -65,11 +74,11 @@ enum plan_flag {
 	PLAN_EXIT_CAPS = 2,     /* some captures are made at exit (CAP_BUF_EXIT, CAP_BUF_RET) */
 	PLAN_SHOW = 4,          /* trawl_show has --show expressions for the function */
 	PLAN_ENTRY = 8,         /* an --entry function: its calls open the gate */
-	/* Some captures are CAP_DEEP or CAP_PKT. Captures of structs and
-	 * packets (CAP_MEM, CAP_PKT, CAP_DEEP) come first, and each takes its
-	 * size in the data even when it is not read (NULL, or a failed read,
-	 * flagged in cap_failed), so that their offsets are known to the
-	 * loader. */
+	/* Some captures are CAP_DEEP, CAP_PKT, CAP_DEEP_STR or CAP_PATH.
+	 * Captures of structs and packets (CAP_MEM, CAP_PKT, CAP_DEEP) come
+	 * first, and each takes its size in the data even when it is not
+	 * read (NULL, or a failed read, flagged in cap_failed), so that their
+	 * offsets are known to the loader. */
 	PLAN_DEEP = 16,
 	/* --track: the function returns a pointer of the tracked type, which
 	 * joins the journey of a tracked object it received */

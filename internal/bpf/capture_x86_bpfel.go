@@ -31,6 +31,8 @@ const (
 	CaptureCapKindCAP_BUF_RET  CaptureCapKind = 5
 	CaptureCapKindCAP_DEEP     CaptureCapKind = 6
 	CaptureCapKindCAP_PKT      CaptureCapKind = 7
+	CaptureCapKindCAP_DEEP_STR CaptureCapKind = 8
+	CaptureCapKindCAP_PATH     CaptureCapKind = 9
 )
 
 type CaptureCookieBit uint32
@@ -142,6 +144,7 @@ const (
 	CaptureLimitIP_MAX_PROBES CaptureLimit = 8
 	CaptureLimitMAX_STACK     CaptureLimit = 64
 	CaptureLimitMAX_STACKS    CaptureLimit = 16384
+	CaptureLimitPATH_STEPS    CaptureLimit = 32
 )
 
 type CapturePlan struct {

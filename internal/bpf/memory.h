@@ -20,7 +20,7 @@ static __always_inline long copy(struct frame *f, __u32 off, const struct cap *c
 	asm volatile("" : "+r"(off), "+r"(size));
 	size &= MAX_CAP - 1;
 	dst = &f->data[off & (MAX_DATA - 1)];
-	if (c->kind == CAP_STR) {
+	if (c->kind == CAP_STR || c->kind == CAP_DEEP_STR) {
 		n = bpf_probe_read_kernel_str(dst, size, (void *)ptr);
 		if (n < 0)
 			n = bpf_probe_read_user_str(dst, size, (void *)ptr);
@@ -184,11 +184,13 @@ __noinline __u64 trawl_capture(struct frame *f, const struct plan *p, __u64 i, _
 		return MAX_DATA;
 	c = &p->caps[i];
 	ptr = slot(f, c->slot);
-	if (c->kind == CAP_DEEP)
+	if (c->kind == CAP_DEEP || c->kind == CAP_DEEP_STR)
 		ptr = deep_ptr(f, c, off);
 	else if (c->kind == CAP_PKT)
 		ptr = pkt_ptr(f, c, off);
-	if (ptr && c->kind >= CAP_BUF && c->kind <= CAP_BUF_RET)
+	if (c->kind == CAP_PATH)
+		n = copy_path(f, off, c);
+	else if (ptr && c->kind >= CAP_BUF && c->kind <= CAP_BUF_RET)
 		n = copy_buf(f, off, c, ptr, c->kind == CAP_BUF ? buf_len(f, c) : 0);
 	else if (ptr)
 		n = copy(f, off, c, ptr);

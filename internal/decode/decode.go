@@ -96,6 +96,13 @@ type Pointee struct {
 	// for an sk_buff's head pointer: its view shows their addresses,
 	// ports and protocol.
 	Packet bool
+	// String marks Data as a NUL-terminated string, read up to its NUL
+	// or its budget: the pointer is shown as the string.
+	String bool
+	// Path, held for the mount pointer of a struct path (a struct file's
+	// f_path), are the names of its dentries from the last up, each
+	// NUL-terminated; the struct shows them as its path.
+	Path []byte
 }
 
 // Pointees tells d where the pointers are, in the captured memory it is
@@ -228,7 +235,7 @@ func (d *Decoder) value(u btf.Type, be bool, raw []byte, depth int) call.Value {
 			x = swap(x, size)
 		}
 		if p, ok := u.(*btf.Pointer); ok && len(d.pointees) > 0 && x != 0 {
-			if pt, ok := d.pointees[&raw[0]]; ok && !pt.Packet {
+			if pt, ok := d.pointees[&raw[0]]; ok && !pt.Packet && (pt.Data != nil || pt.Cut) {
 				return d.deep(p, pt, depth)
 			}
 		}
@@ -308,6 +315,9 @@ func (d *Decoder) pointee(target btf.Type, data []byte) call.Value {
 func (d *Decoder) deep(p *btf.Pointer, pt Pointee, depth int) call.Value {
 	if pt.Cut {
 		return call.Value{Kind: call.KindStruct, Flags: call.Cut}
+	}
+	if pt.String {
+		return d.cstring(pt.Data, true)
 	}
 	u, be := resolve(p.Target)
 	return d.value(u, be, pt.Data, depth)
@@ -435,6 +445,9 @@ func (d *Decoder) composite(t btf.Type, raw []byte, depth int) call.Value {
 	}
 	if p.skb != nil && len(d.pointees) > 0 {
 		p.skb.withTuple(&v, raw, d.pointees)
+	}
+	if p.path >= 0 && len(d.pointees) > 0 {
+		withPath(&v, raw, p.path, d.pointees)
 	}
 	return v
 }

@@ -16,6 +16,7 @@ type layout struct {
 	view []viewField // the well-known view of the type, if it has one
 	sock *sockView   // a socket's addresses, for its view
 	skb  *skbView    // an sk_buff's packet, for its view
+	path int         // the byte offset of the struct path it shows the path of, or -1
 }
 
 // field is a member of a struct, with anonymous members flattened into their
@@ -78,7 +79,7 @@ func (d *Decoder) layout(t btf.Type) *layout {
 	if p, ok := d.layouts[t]; ok {
 		return p
 	}
-	p := &layout{}
+	p := &layout{path: -1}
 	members := membersOf(t)
 	p.all = flatten(nil, members, 0, true, 0)
 	if _, ok := t.(*btf.Union); ok {
@@ -86,9 +87,12 @@ func (d *Decoder) layout(t btf.Type) *layout {
 	}
 	p.pick = flatten(nil, members, 0, false, 0)
 	if s, ok := t.(*btf.Struct); ok {
-		p.view = viewOf(s)
+		if !shortViews[s.Name] || d.opts.Depth <= DefaultDepth {
+			p.view = viewOf(s)
+		}
 		p.sock = sockViewOf(s)
 		p.skb = skbViewOf(s)
+		p.path = pathOf(s)
 	}
 	d.layouts[t] = p
 	return p

@@ -22,6 +22,11 @@ type viewSpec struct {
 	names       map[uint64]string
 }
 
+// shortViews are the views that stand for their structs' members at the
+// default depth only: a deeper one (--depth), which may capture the
+// structs their members point to, shows the generic pick.
+var shortViews = map[string]bool{"file": true}
+
 // views are the most telling members of well-known kernel structs, shown
 // instead of the generic pick. Paths that a kernel lacks are skipped.
 var views = map[string][]viewSpec{
@@ -36,6 +41,13 @@ var views = map[string][]viewSpec{
 		{"sport", "skc_num", nil},
 		{"dport", "skc_dport", nil},
 		{"state", "skc_state", tcpStates},
+	},
+	// A file's path comes first (withPath); f_op names its filesystem.
+	"file": {
+		{"f_mode", "f_mode", nil},
+		{"f_op", "f_op", nil},
+		{"f_flags", "f_flags", nil},
+		{"f_pos", "f_pos", nil},
 	},
 	"sk_buff": {
 		{"len", "len", nil},

@@ -179,12 +179,12 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []call.Value) []call.Value {
 		if off+n > len(r.Data) {
 			break
 		}
-		if c.Deep < 0 && !c.Packet && (n > 0 || p.Args[c.Arg].Class == plan.Buffer) && r.CapFailed&(1<<i) == 0 {
+		if c.Deep < 0 && !c.Packet && c.Member == 0 && (n > 0 || p.Args[c.Arg].Class == plan.Buffer) && r.CapFailed&(1<<i) == 0 {
 			data[c.Arg] = r.Data[off : off+n]
 		}
 		off += n
 	}
-	if len(p.Deep) > 0 || len(p.Packets) > 0 {
+	if len(p.Deep) > 0 || len(p.Packets) > 0 || len(p.Members) > 0 {
 		d.deep(r, p)
 	} else if len(d.pointees) > 0 {
 		clear(d.pointees)
@@ -215,8 +215,9 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []call.Value) []call.Value {
 }
 
 // deep tells the decoder which pointers in r's captured structs lead to
-// structs captured too (Plan.Deep), or cut, and where the packets of
-// sk_buff arguments are (Plan.Packets).
+// structs captured too (Plan.Deep), or cut, where the packets of sk_buff
+// arguments are (Plan.Packets), and the strings and paths of their
+// members (Plan.Members).
 func (d *Decoder) deep(r *Record, p *plan.Plan) {
 	clear(d.pointees)
 	caps := d.capsOf(r.Func)
@@ -250,6 +251,20 @@ func (d *Decoder) deep(r *Record, p *plan.Plan) {
 		} else if b := bytesOf(record.MemCapture{Arg: dp.Arg, Deep: i}); b != nil {
 			d.pointees[&parent[dp.Off]] = decode.Pointee{Data: b}
 		}
+	}
+	for i, m := range p.Members {
+		parent := bytesOf(record.MemCapture{Arg: m.Arg, Deep: m.Parent})
+		b := bytesOf(record.MemCapture{Arg: m.Arg, Deep: -1, Member: i + 1})
+		if len(parent) < m.Off+8 || b == nil {
+			continue
+		}
+		pt := d.pointees[&parent[m.Off]]
+		if m.Path {
+			pt.Path = b
+		} else {
+			pt.Data, pt.String = b, true
+		}
+		d.pointees[&parent[m.Off]] = pt
 	}
 	for _, pk := range p.Packets {
 		skb := bytesOf(record.MemCapture{Arg: pk.Arg, Deep: -1})

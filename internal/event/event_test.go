@@ -339,7 +339,7 @@ func TestDecoderDeep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := NewDecoder([]*plan.Plan{p}, decode.Options{}, nil)
+	d := NewDecoder([]*plan.Plan{p}, decode.Options{Depth: 3}, nil) // as --depth 3 sets it
 	var c call.Call
 	if err := d.Call(&r, &c); err != nil {
 		t.Fatal(err)

@@ -35,6 +35,8 @@ const (
 	planTrackDrop   = uint16(bpf.CapturePlanFlagPLAN_TRACK_DROP)
 	capDeep         = uint8(bpf.CaptureCapKindCAP_DEEP)
 	capPkt          = uint8(bpf.CaptureCapKindCAP_PKT)
+	capDeepStr      = uint8(bpf.CaptureCapKindCAP_DEEP_STR)
+	capPath         = uint8(bpf.CaptureCapKindCAP_PATH)
 )
 
 // MemCapture is one memory capture of a plan: the memory behind an
@@ -48,15 +50,18 @@ type MemCapture struct {
 	// Packet is set for the packet headers of an sk_buff argument
 	// (Plan.Packets).
 	Packet bool
+	// Member is the index in Plan.Members plus one, 0 for the other
+	// captures.
+	Member int
 }
 
 // Captures returns the memory captures of a plan in the order the BPF
 // program makes them: strings, pointers to structs or unions and sized
 // buffers with a budget, at most MaxCaps; and last, the first buffer the
 // function fills, copied at exit (the program copies one at most, so that
-// its exits need no loop). A plan with Deep or Packets captures has the
-// structs first, arguments', then the packets, then the Deep ones not cut,
-// then the rest (PLAN_DEEP).
+// its exits need no loop). A plan with Deep, Packets or Members captures
+// has the structs first, arguments', then the packets, then the Deep ones
+// not cut, then the Members, then the rest (PLAN_DEEP).
 func Captures(p *plan.Plan) []MemCapture {
 	var structs, rest []MemCapture
 	exit := -1
@@ -69,7 +74,7 @@ func Captures(p *plan.Plan) []MemCapture {
 			if exit < 0 {
 				exit = i
 			}
-		case a.Class == plan.PtrStruct && (len(p.Deep) > 0 || len(p.Packets) > 0):
+		case a.Class == plan.PtrStruct && (len(p.Deep) > 0 || len(p.Packets) > 0 || len(p.Members) > 0):
 			structs = append(structs, MemCapture{Arg: i, Deep: -1})
 		case a.Class == plan.String || a.Class == plan.PtrStruct || a.Class == plan.Buffer:
 			rest = append(rest, MemCapture{Arg: i, Deep: -1})
@@ -83,6 +88,11 @@ func Captures(p *plan.Plan) []MemCapture {
 	for i, d := range p.Deep {
 		if !d.Cut && len(structs)+len(rest) < MaxCaps {
 			structs = append(structs, MemCapture{Arg: d.Arg, Deep: i})
+		}
+	}
+	for i, m := range p.Members {
+		if len(structs)+len(rest) < MaxCaps {
+			structs = append(structs, MemCapture{Arg: m.Arg, Deep: -1, Member: i + 1})
 		}
 	}
 	caps := append(structs, rest...)
@@ -144,6 +154,13 @@ func Wire(p *plan.Plan, arch plan.Arch) (bpf.CapturePlan, error) {
 		c.Slot, c.Kind, c.Size = uint8(a.Slot), capMem, uint16(min(a.Budget, maxCap-1))
 		if cp.Packet {
 			if err := wirePacket(p, caps, &w, i); err != nil {
+				return w, err
+			}
+			w.NrCaps++
+			continue
+		}
+		if cp.Member > 0 {
+			if err := wireMember(p, caps, &w, i); err != nil {
 				return w, err
 			}
 			w.NrCaps++
@@ -212,6 +229,28 @@ func wireDeep(p *plan.Plan, caps []MemCapture, w *bpf.CapturePlan, i int) error 
 	}
 	c := &w.Caps[i]
 	c.Slot, c.Kind, c.Size, c.Off = uint8(parent), capDeep, uint16(min(d.Budget, maxCap-1)), uint16(at)
+	w.Flags |= planDeep
+	return nil
+}
+
+// wireMember encodes capture i of caps, a Member: the capture of the
+// struct that holds it, and where the char * or struct path is in the
+// call's data, after the structs (PLAN_DEEP).
+func wireMember(p *plan.Plan, caps []MemCapture, w *bpf.CapturePlan, i int) error {
+	m := p.Members[caps[i].Member-1]
+	parent := slices.Index(caps, MemCapture{Arg: m.Arg, Deep: m.Parent})
+	if parent < 0 || parent >= i {
+		return fmt.Errorf("%s: a member behind argument %d has no captured struct", p.Func.Name, m.Arg+1)
+	}
+	at := m.Off
+	for j := range parent {
+		at += int(w.Caps[j].Size)
+	}
+	c := &w.Caps[i]
+	c.Slot, c.Kind, c.Size, c.Off = uint8(parent), capDeepStr, uint16(min(m.Budget, maxCap-1)), uint16(at)
+	if m.Path {
+		c.Kind = capPath
+	}
 	w.Flags |= planDeep
 	return nil
 }
