@@ -13,7 +13,8 @@ import (
 )
 
 // Relocate applies the CO-RE relocations of every program in spec (field
-// offsets in struct task_struct) against the kernel's BTF, once, and drops
+// offsets in struct task_struct, and in the dentries and mounts of a
+// file's path) against the kernel's BTF, once, and drops
 // them from the instructions, so that loading needs none. Left to it,
 // cilium/ebpf would redo them for every program it loads (twice per
 // function for fentry), searching vmlinux and every module's BTF, and

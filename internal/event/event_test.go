@@ -352,6 +352,60 @@ func TestDecoderDeep(t *testing.T) {
 	}
 }
 
+// TestDecoderMembers decodes a call whose struct file argument's path
+// and struct filename's name were captured after the structs: the file
+// shows its path first, the name its string.
+func TestDecoderMembers(t *testing.T) {
+	u64 := &btf.Int{Name: "u64", Size: 8}
+	char := &btf.Int{Name: "char", Size: 1, Encoding: btf.Char}
+	voidP := &btf.Pointer{Target: &btf.Void{}}
+	path := &btf.Struct{Name: "path", Size: 16, Members: []btf.Member{{Name: "mnt", Type: voidP}, {Name: "dentry", Type: voidP, Offset: 64}}}
+	file := &btf.Struct{Name: "file", Size: 24, Members: []btf.Member{{Name: "f_mode", Type: u64}, {Name: "f_path", Type: path, Offset: 64}}}
+	filename := &btf.Struct{Name: "filename", Size: 8, Members: []btf.Member{{Name: "name", Type: &btf.Pointer{Target: &btf.Const{Type: char}}}}}
+	fn := &btf.Func{Name: "f", Type: &btf.FuncProto{Return: u64, Params: []btf.FuncParam{
+		{Name: "file", Type: &btf.Pointer{Target: file}},
+		{Name: "pathname", Type: &btf.Pointer{Target: filename}},
+	}}}
+	p, err := plan.New(kernel.FunctionOf(fn), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := loadRecordLayout(t)
+	raw := make([]byte, headerSize)
+	l.put(t, raw, "flags", 0, 3)
+	l.put(t, raw, "slots", 0, 0xffff888000001000)
+	l.put(t, raw, "slots", 1, 0xffff888000002000)
+	data := binary.LittleEndian.AppendUint64(nil, 0x4801d)       // f_mode
+	data = binary.LittleEndian.AppendUint64(data, 0xffff8880003) // f_path.mnt
+	data = binary.LittleEndian.AppendUint64(data, 0xffff8880004) // f_path.dentry
+	data = binary.LittleEndian.AppendUint64(data, 0xffff8880005) // name
+	names := "version\x00proc\x00/\x00\x00"
+	data = append(data, names...)
+	data = append(data, "/proc/version/x\x00"...)
+	for i, n := range []int{24, 8, len(names), 16} {
+		l.put(t, raw, "cap_len", i, uint64(n))
+	}
+	raw = append(raw, data...)
+	l.put(t, raw, "data_len", 0, uint64(len(data)))
+	r, err := Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDecoder([]*plan.Plan{p}, decode.Options{}, nil)
+	var c call.Call
+	if err := d.Call(&r, &c); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := summary(c.Args), "file{path=0 f_mode=294941} pathname{name=0}"; got != want {
+		t.Fatalf("arguments %s, want %s", got, want)
+	}
+	for i, want := range []string{"/proc/version", "/proc/version/x"} {
+		if v := c.Args[i].Fields[0]; v.Kind != call.KindString || v.Str != want {
+			t.Errorf("%s->%s: %+v, want the string %q", c.Args[i].Name, v.Name, v, want)
+		}
+	}
+}
+
 // TestDecoderPacket decodes a call of sk_skb_reason_drop whose sk_buff's
 // packet was captured: its view starts with the 5-tuple.
 func TestDecoderPacket(t *testing.T) {

@@ -94,3 +94,51 @@ func TestWireRaw(t *testing.T) {
 		t.Errorf("raw plan wired with %d slots, error kind %d, return size %d; want 8, %d, 4", w.NrSlots, w.ErrKind, w.RetSize, errNeg)
 	}
 }
+
+// TestWireMembers wires the string behind a struct's char * member and
+// the path of a struct file's f_path: after the structs, each pointing
+// into its struct's capture, the argument's string last.
+func TestWireMembers(t *testing.T) {
+	u64 := &btf.Int{Name: "u64", Size: 8}
+	char := &btf.Int{Name: "char", Size: 1, Encoding: btf.Char}
+	charP := &btf.Pointer{Target: char}
+	path := &btf.Struct{Name: "path", Size: 16, Members: []btf.Member{
+		{Name: "mnt", Type: &btf.Pointer{Target: &btf.Void{}}},
+		{Name: "dentry", Type: &btf.Pointer{Target: &btf.Void{}}, Offset: 64},
+	}}
+	filename := &btf.Struct{Name: "filename", Size: 16, Members: []btf.Member{{Name: "name", Type: charP}, {Name: "refcnt", Type: u64, Offset: 64}}}
+	file := &btf.Struct{Name: "file", Size: 40, Members: []btf.Member{{Name: "f_mode", Type: u64}, {Name: "f_path", Type: path, Offset: 16 * 8}}}
+	fn := &btf.Func{Name: "f", Type: &btf.FuncProto{Return: u64, Params: []btf.FuncParam{
+		{Name: "name", Type: charP},
+		{Name: "pathname", Type: &btf.Pointer{Target: filename}},
+		{Name: "file", Type: &btf.Pointer{Target: file}},
+	}}}
+	p, err := plan.New(kernel.FunctionOf(fn), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Wire(p, plan.AMD64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type capture struct {
+		slot, kind uint8
+		size, off  uint16
+	}
+	want := []capture{
+		{1, capMem, 16, 0},
+		{2, capMem, 40, 0},
+		{1, capPath, plan.PathBudget, 16 + 16},
+		{0, capDeepStr, plan.DefaultStringBudget, 0},
+		{0, capStr, plan.DefaultStringBudget, 0},
+	}
+	if w.NrCaps != uint8(len(want)) || w.Flags&planDeep == 0 {
+		t.Fatalf("%d captures, flags %#x: want %d, PLAN_DEEP", w.NrCaps, w.Flags, len(want))
+	}
+	for i, c := range want {
+		got := w.Caps[i]
+		if (capture{got.Slot, got.Kind, got.Size, got.Off}) != c {
+			t.Errorf("capture %d: %+v, want %+v", i, got, c)
+		}
+	}
+}
