@@ -21,14 +21,15 @@ func reads(paths []string) {
 }
 
 // TestReadableValues traces a command that fails to open
-// /proc/version/x, then reads /proc/version: do_filp_open shows its
-// struct filename's name, a char * member, as the string, and vfs_read
-// its struct file as its path, across the mount of /proc.
+// /proc/version/x, then reads /proc/version: do_filp_open (do_file_open
+// from 7.1) shows its struct filename's name, a char * member, as the
+// string, and vfs_read its struct file as its path, across the mount of
+// /proc.
 func TestReadableValues(t *testing.T) {
 	guest.Require(t)
 	onlyOn(t, "strings and paths behind struct members", "amd64-6.12", "amd64-7.3")
 	const missing, file = "/proc/version/x", "/proc/version"
-	cmd := trawlCmd("-q", "--json", "do_filp_open", "vfs_read", "--", os.Args[0], readsArg, missing, file)
+	cmd := trawlCmd("-q", "--json", "do_fil*_open", "vfs_read", "--", os.Args[0], readsArg, missing, file)
 	out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
 	if status != 0 {
 		t.Fatalf("status %d\n%s", status, stderr)
@@ -48,14 +49,14 @@ func TestReadableValues(t *testing.T) {
 			continue // not a struct: another call
 		}
 		switch c.Func {
-		case "do_filp_open":
+		case "do_filp_open", "do_file_open":
 			name = name || string(args.Pathname.Name) == `"`+missing+`"`
 		case "vfs_read":
 			path = path || args.File.Path == file
 		}
 	}
 	if !name {
-		t.Errorf("no do_filp_open call with pathname->name %q", missing)
+		t.Errorf("no do_filp_open or do_file_open call with pathname->name %q", missing)
 	}
 	if !path {
 		t.Errorf("no vfs_read call with file->path %q", file)
