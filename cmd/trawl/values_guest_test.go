@@ -27,7 +27,7 @@ func reads(paths []string) {
 // /proc.
 func TestReadableValues(t *testing.T) {
 	guest.Require(t)
-	onlyOn(t, "strings and paths behind struct members", "amd64-6.12", "amd64-7.3")
+	guest.Only(t, "strings and paths behind struct members", "amd64-6.12", "amd64-7.3")
 	const missing, file = "/proc/version/x", "/proc/version"
 	cmd := trawlCmd("-q", "--json", "do_fil*_open", "vfs_read", "--", os.Args[0], readsArg, missing, file)
 	out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
