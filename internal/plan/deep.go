@@ -126,13 +126,8 @@ func pointerMembers(t btf.Type, base, nest, maxNest int) []pointerMember {
 	if nest > maxNest {
 		return nil
 	}
-	var members []btf.Member
-	switch u := btf.UnderlyingType(t).(type) {
-	case *btf.Struct:
-		members = u.Members
-	case *btf.Union:
-		members = u.Members
-	default:
+	members := membersOf(t)
+	if members == nil {
 		return nil
 	}
 	var out []pointerMember
@@ -179,4 +174,16 @@ func followable(p *btf.Pointer) (btf.Type, bool) {
 		}
 	}
 	return nil, false
+}
+
+// membersOf returns the members of struct or union t (through typedefs
+// and qualifiers), nil for any other type.
+func membersOf(t btf.Type) []btf.Member {
+	switch u := btf.UnderlyingType(t).(type) {
+	case *btf.Struct:
+		return u.Members
+	case *btf.Union:
+		return u.Members
+	}
+	return nil
 }

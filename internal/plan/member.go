@@ -122,13 +122,7 @@ func isPath(t btf.Type) bool {
 // memberType returns the type of member name of t, looking into
 // anonymous structs and unions; nil if it has none.
 func memberType(t btf.Type, name string) btf.Type {
-	var members []btf.Member
-	switch u := btf.UnderlyingType(t).(type) {
-	case *btf.Struct:
-		members = u.Members
-	case *btf.Union:
-		members = u.Members
-	}
+	members := membersOf(t)
 	for _, m := range members {
 		if m.Name == name {
 			return m.Type
@@ -150,13 +144,8 @@ func stringMembers(t btf.Type, base, nest, maxNest int) []int {
 	if nest > maxNest {
 		return nil
 	}
-	var members []btf.Member
-	switch u := btf.UnderlyingType(t).(type) {
-	case *btf.Struct:
-		members = u.Members
-	case *btf.Union:
-		members = u.Members
-	default:
+	members := membersOf(t)
+	if members == nil {
 		return nil
 	}
 	qstr := false

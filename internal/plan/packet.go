@@ -45,13 +45,7 @@ func planPackets(p *Plan) {
 // memberOffset returns the byte offset of member name of s, of size
 // bytes, looking into anonymous structs and unions.
 func memberOffset(t btf.Type, name string, size int) (int, bool) {
-	var members []btf.Member
-	switch u := btf.UnderlyingType(t).(type) {
-	case *btf.Struct:
-		members = u.Members
-	case *btf.Union:
-		members = u.Members
-	}
+	members := membersOf(t)
 	for _, m := range members {
 		if m.BitfieldSize != 0 {
 			continue
