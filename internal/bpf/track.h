@@ -246,7 +246,7 @@ static __always_inline void track_start(void *ctx, struct call *c, const struct 
  * kfree_skbmem). It returns whether the call at d ends it itself. */
 static __always_inline int track_end_outer(__u32 d)
 {
-	struct shadow *s = bpf_task_storage_get(&shadows, bpf_get_current_task_btf(), 0, 0);
+	struct shadow *s = get_shadow(0);
 
 	if (!s)
 		return 1;
