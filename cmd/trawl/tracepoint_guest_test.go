@@ -231,11 +231,9 @@ func TestTracepointTree(t *testing.T) {
 // by name where the tracepoint has one (5.17 and later).
 func TestTracepointTrack(t *testing.T) {
 	guest.Require(t)
-	if strings.HasSuffix(guest.Kernel(), "-5.10") {
-		// fentry reads no argument of another call before 5.17, and the
-		// verifier refuses the classic kprobe programs of --track there.
-		t.Skipf("--track has no backend on %s", guest.Kernel())
-	}
+	// A kprobe link attaches the free functions --track adds at once,
+	// where trampolines load a program for each.
+	b := trackBackends(t, false)[0]
 	const drop = "tp:skb:kfree_skb"
 	reason := ""
 	list, stderr, status := runLimited(t, trawlCmd("list", "--json", drop), startLimit)
@@ -248,7 +246,7 @@ func TestTracepointTrack(t *testing.T) {
 			reason = a.Name
 		}
 	}
-	cmd := trawlCmd("-q", "--json", "--track", "struct sk_buff *", "ip_send_skb", drop, "--", os.Args[0], udpSendArg)
+	cmd := trawlCmd("-q", "--json", "-b", b, "--track", "struct sk_buff *", "ip_send_skb", drop, "--", os.Args[0], udpSendArg)
 	out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
 	if status != 0 {
 		t.Fatalf("status %d\n%s", status, stderr)
