@@ -68,11 +68,24 @@ func ChooseBackend(cfg Config) (b Backend, why string, err error) {
 	}
 	cat.WriteCache()
 	functions := selectedFunctions(sel.Selected)
-	chosen, why, err := backend.Choose(backend.Name(cfg.Backend), len(functions), withoutProto(functions), len(cfg.Entries) > 0, backend.LiveProbe)
+	chosen, why, err := chooseBackend(cfg, functions, backend.LiveProbe)
 	if err != nil {
 		return "", "", publicError(err)
 	}
 	return Backend(chosen.Name), why, nil
+}
+
+// chooseBackend picks the backend of cfg for the functions selected.
+// --track looks for its objects in the arguments of every call, which
+// fentry's programs cannot read before 5.17 (each reads only its own
+// call's): there auto takes the classic kprobes, openly.
+func chooseBackend(cfg Config, functions []*kernel.Function, probe backend.Probe) (*backend.Backend, string, error) {
+	name := backend.Name(cfg.Backend)
+	if cfg.Track != "" && (name == backend.Auto || name == "") && features.FuncArgHelpers() != nil {
+		b, _, err := backend.Choose(backend.NameKprobe, len(functions), withoutProto(functions), len(cfg.Entries) > 0, probe)
+		return b, "--track before 5.17: only kprobes read the arguments of every call", err
+	}
+	return backend.Choose(name, len(functions), withoutProto(functions), len(cfg.Entries) > 0, probe)
 }
 
 // Features is what the running kernel offers for tracing, one probe a

@@ -165,7 +165,7 @@ func (s *Session) choose(cat *kernel.Catalogue, cfg Config, probe backend.Probe)
 		s.track.addLifeFuncs(cat, s.sel)
 	}
 	functions := selectedFunctions(s.sel.Selected)
-	if s.backend, _, err = backend.Choose(backend.Name(cfg.Backend), len(functions), withoutProto(functions), len(cfg.Entries) > 0, probe); err != nil {
+	if s.backend, _, err = chooseBackend(cfg, functions, probe); err != nil {
 		return err
 	}
 	if s.track != nil && s.backend == backend.Fentry {
