@@ -219,13 +219,9 @@ func bufferKind(b *plan.SizedBuffer) uint8 {
 // sizes of the structs captured before (PLAN_DEEP).
 func wireDeep(p *plan.Plan, caps []MemCapture, w *bpf.CapturePlan, i int) error {
 	d := p.Deep[caps[i].Deep]
-	parent := slices.Index(caps, MemCapture{Arg: d.Arg, Deep: d.Parent})
-	if parent < 0 || parent >= i {
+	parent, at := heldIn(caps, w, i, MemCapture{Arg: d.Arg, Deep: d.Parent}, d.Off)
+	if parent < 0 {
 		return fmt.Errorf("%s: a struct behind argument %d has no captured parent", p.Func.Name, d.Arg+1)
-	}
-	at := d.Off
-	for j := range parent {
-		at += int(w.Caps[j].Size)
 	}
 	c := &w.Caps[i]
 	c.Slot, c.Kind, c.Size, c.Off = uint8(parent), capDeep, uint16(min(d.Budget, maxCap-1)), uint16(at)
@@ -233,18 +229,29 @@ func wireDeep(p *plan.Plan, caps []MemCapture, w *bpf.CapturePlan, i int) error 
 	return nil
 }
 
+// heldIn finds the capture holder among those before capture i, and where
+// offset off of it is in the call's data, after the captures before it:
+// -1 when holder is not captured before i.
+func heldIn(caps []MemCapture, w *bpf.CapturePlan, i int, holder MemCapture, off int) (parent, at int) {
+	parent = slices.Index(caps, holder)
+	if parent < 0 || parent >= i {
+		return -1, 0
+	}
+	at = off
+	for j := range parent {
+		at += int(w.Caps[j].Size)
+	}
+	return parent, at
+}
+
 // wireMember encodes capture i of caps, a Member: the capture of the
 // struct that holds it, and where the char * or struct path is in the
 // call's data, after the structs (PLAN_DEEP).
 func wireMember(p *plan.Plan, caps []MemCapture, w *bpf.CapturePlan, i int) error {
 	m := p.Members[caps[i].Member-1]
-	parent := slices.Index(caps, MemCapture{Arg: m.Arg, Deep: m.Parent})
-	if parent < 0 || parent >= i {
+	parent, at := heldIn(caps, w, i, MemCapture{Arg: m.Arg, Deep: m.Parent}, m.Off)
+	if parent < 0 {
 		return fmt.Errorf("%s: a member behind argument %d has no captured struct", p.Func.Name, m.Arg+1)
-	}
-	at := m.Off
-	for j := range parent {
-		at += int(w.Caps[j].Size)
 	}
 	c := &w.Caps[i]
 	c.Slot, c.Kind, c.Size, c.Off = uint8(parent), capDeepStr, uint16(min(m.Budget, maxCap-1)), uint16(at)
