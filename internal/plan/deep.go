@@ -123,29 +123,36 @@ type pointerMember struct {
 // embedded structs and unions included, in member order. Members nested
 // deeper than maxNest are left out, as a decoder would not show them.
 func pointerMembers(t btf.Type, base, nest, maxNest int) []pointerMember {
-	if nest > maxNest {
-		return nil
-	}
-	members := membersOf(t)
-	if members == nil {
-		return nil
-	}
 	var out []pointerMember
-	for _, m := range members {
+	walkPointers(t, base, nest, maxNest, func(_ btf.Type, _ btf.Member, p *btf.Pointer, off, nest int) {
+		if target, ok := followable(p); ok {
+			out = append(out, pointerMember{off: off, target: target, nest: nest})
+		}
+	})
+	return out
+}
+
+// walkPointers calls visit for each pointer member of struct or union t,
+// at byte offset base, with the struct or union in that holds it: members
+// of embedded structs and unions included, in member order, t's own at
+// nesting depth nest, none nested deeper than maxNest. Bitfields and
+// members off a byte boundary are left out.
+func walkPointers(t btf.Type, base, nest, maxNest int, visit func(in btf.Type, m btf.Member, p *btf.Pointer, off, nest int)) {
+	if nest > maxNest {
+		return
+	}
+	for _, m := range membersOf(t) {
 		if m.BitfieldSize != 0 || m.Offset%8 != 0 {
 			continue
 		}
 		off := base + int(m.Offset/8)
 		switch u := btf.UnderlyingType(m.Type).(type) {
 		case *btf.Struct, *btf.Union:
-			out = append(out, pointerMembers(u, off, nest+1, maxNest)...)
+			walkPointers(u, off, nest+1, maxNest, visit)
 		case *btf.Pointer:
-			if target, ok := followable(u); ok {
-				out = append(out, pointerMember{off: off, target: target, nest: nest})
-			}
+			visit(t, m, u, off, nest)
 		}
 	}
-	return out
 }
 
 // followable says whether a pointer leads to a struct or union worth

@@ -141,32 +141,14 @@ func memberType(t btf.Type, name string) btf.Type {
 // of a struct qstr (a dentry's name), members of embedded structs and
 // unions included, in member order, nested at most maxNest deep.
 func stringMembers(t btf.Type, base, nest, maxNest int) []int {
-	if nest > maxNest {
-		return nil
-	}
-	members := membersOf(t)
-	if members == nil {
-		return nil
-	}
-	qstr := false
-	if s, ok := btf.UnderlyingType(t).(*btf.Struct); ok && s.Name == "qstr" {
-		qstr = true
-	}
 	var out []int
-	for _, m := range members {
-		if m.BitfieldSize != 0 || m.Offset%8 != 0 {
-			continue
+	walkPointers(t, base, nest, maxNest, func(in btf.Type, m btf.Member, p *btf.Pointer, off, _ int) {
+		s, _ := btf.UnderlyingType(in).(*btf.Struct)
+		qstr := s != nil && s.Name == "qstr"
+		target, _ := pointee(p)
+		if i, ok := target.(*btf.Int); ok && (i.Name == "char" || qstr && m.Name == "name" && i.Size == 1) {
+			out = append(out, off)
 		}
-		off := base + int(m.Offset/8)
-		switch u := btf.UnderlyingType(m.Type).(type) {
-		case *btf.Struct, *btf.Union:
-			out = append(out, stringMembers(u, off, nest+1, maxNest)...)
-		case *btf.Pointer:
-			target, _ := pointee(u)
-			if i, ok := target.(*btf.Int); ok && (i.Name == "char" || qstr && m.Name == "name" && i.Size == 1) {
-				out = append(out, off)
-			}
-		}
-	}
+	})
 	return out
 }
