@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -148,8 +147,7 @@ func TestBadExpressions(t *testing.T) {
 // stderr and exit status.
 func runReal(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), roleEnv+"=trawl")
+	cmd := trawlCmd(args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	done := make(chan error, 1)
@@ -161,7 +159,7 @@ func runReal(t *testing.T, args ...string) (string, string, int) {
 	case err := <-done:
 		return out.String(), errOut.String(), exitStatus(t, err)
 	case <-time.After(time.Minute):
-		cmd.Process.Kill()
+		killTrawl(cmd)
 		<-done
 		t.Fatalf("trawl %v still running after a minute", args)
 	}

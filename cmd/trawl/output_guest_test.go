@@ -38,7 +38,7 @@ func TestOutputPlantedLate(t *testing.T) {
 	// The check comes at once; starting to trace takes seconds here.
 	time.Sleep(2 * time.Second)
 	if strings.Contains(errOut.String(), "trawl: tracing") {
-		cmd.Process.Kill()
+		killTrawl(cmd)
 		<-done
 		t.Skip("tracing began before the link could be planted")
 	}
@@ -51,7 +51,7 @@ func TestOutputPlantedLate(t *testing.T) {
 			t.Errorf("status %d, want 1\n%s", status, errOut.String())
 		}
 	case <-time.After(startLimit + stopLimit):
-		cmd.Process.Kill()
+		killTrawl(cmd)
 		t.Fatalf("still running\n%s", errOut.String())
 	}
 	if stderr := errOut.String(); !strings.Contains(stderr, "trawl: refusing to write "+out+": it is a symbolic link") {

@@ -96,7 +96,7 @@ func TestSoak(t *testing.T) {
 				t.Errorf("tracing, yet %d functions patched, %d before", during, before)
 			}
 		}
-		cmd.Process.Kill()
+		killTrawl(cmd)
 		cmd.Wait()
 		// The kernel releases the links as the descriptors close; give it
 		// time under emulation.
@@ -139,7 +139,7 @@ func soakStop(t *testing.T, backend string, what []string, d time.Duration, befo
 			t.Errorf("status %d\n%s", status, errOut.String())
 		}
 	case <-time.After(d + stopLimit + 10*time.Minute):
-		cmd.Process.Kill()
+		killTrawl(cmd)
 		t.Fatalf("still running long after its duration\n%s", errOut.String())
 	}
 	stopping, summed := errOut.when("trawl: stopping"), errOut.when(" calls: ")
@@ -160,7 +160,7 @@ func waitTracing(t *testing.T, cmd *exec.Cmd, stderr *syncBuffer) time.Time {
 	start := time.Now()
 	for !bytes.Contains([]byte(stderr.String()), []byte("trawl: tracing")) {
 		if time.Since(start) > 15*time.Minute {
-			cmd.Process.Kill()
+			killTrawl(cmd)
 			t.Fatalf("not tracing after 15 minutes\n%s", stderr.String())
 		}
 		time.Sleep(100 * time.Millisecond)

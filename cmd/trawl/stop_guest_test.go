@@ -152,11 +152,31 @@ const stopLimit = 60 * time.Second
 // startLimit is how long trawl may take to start tracing under emulation.
 const startLimit = 3 * time.Minute
 
-// trawlCmd returns the real trawl command line with args.
+// trawlCmd returns the real trawl command line with args, in a process
+// group of its own (ownGroup).
 func trawlCmd(args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), roleEnv+"=trawl")
+	return ownGroup(cmd)
+}
+
+// ownGroup puts cmd, not yet started, in a process group of its own, so
+// that killTrawl ends the commands it starts too. A command left running
+// by a killed trawl would keep the output pipes open: Wait stops waiting
+// for them 10 s after trawl exits, so a failing test fails, not hangs.
+func ownGroup(cmd *exec.Cmd) *exec.Cmd {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	cmd.WaitDelay = 10 * time.Second
 	return cmd
+}
+
+// killTrawl kills cmd, put in its own group by ownGroup, and every
+// process it started.
+func killTrawl(cmd *exec.Cmd) {
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }
 
 // startTrawl starts cmd, made by trawlCmd, in the background, its stderr
@@ -176,7 +196,7 @@ func startTrawl(t *testing.T, cmd *exec.Cmd) (*syncBuffer, <-chan error) {
 		close(exited)
 	}()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
+		killTrawl(cmd)
 		<-exited
 	})
 	return errOut, done
@@ -241,6 +261,7 @@ func onePerFamily(t *testing.T) []string {
 // and returns its stdout, stderr and exit status.
 func runLimited(t *testing.T, cmd *exec.Cmd, limit time.Duration) (string, string, int) {
 	t.Helper()
+	ownGroup(cmd)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {
@@ -252,7 +273,7 @@ func runLimited(t *testing.T, cmd *exec.Cmd, limit time.Duration) (string, strin
 	case err := <-done:
 		return out.String(), errOut.String(), exitStatus(t, err)
 	case <-time.After(limit):
-		cmd.Process.Kill()
+		killTrawl(cmd)
 		<-done
 		t.Fatalf("%v still running after %v\nstderr:\n%s", cmd.Args, limit, errOut.String())
 	}
@@ -398,7 +419,7 @@ func TestStopSystemWide(t *testing.T) {
 			// calls to flow: the first line of output.
 			for !strings.Contains(errOut.String(), "trawl: tracing") {
 				if time.Since(started) > startLimit {
-					cmd.Process.Kill()
+					killTrawl(cmd)
 					t.Fatalf("not tracing after %v\n%s", startLimit, errOut.String())
 				}
 				time.Sleep(100 * time.Millisecond)
@@ -427,7 +448,7 @@ func TestStopSystemWide(t *testing.T) {
 					t.Fatalf("no output: %v\n%s", err, errOut.String())
 				}
 			case <-time.After(stopLimit):
-				cmd.Process.Kill()
+				killTrawl(cmd)
 				t.Fatalf("no output after %v\n%s", stopLimit, errOut.String())
 			}
 			t.Logf("first call shown after %v", time.Since(started).Round(time.Millisecond))
@@ -457,7 +478,7 @@ func TestStopSystemWide(t *testing.T) {
 					t.Errorf("status %d, want %d\n%s", got, tc.status, errOut.String())
 				}
 			case <-time.After(stopLimit):
-				cmd.Process.Kill()
+				killTrawl(cmd)
 				t.Fatalf("still running %v after the stop\n%s", stopLimit, errOut.String())
 			}
 			t.Logf("ended %v after the stop", time.Since(start).Round(time.Millisecond))
@@ -532,11 +553,11 @@ func TestStopDuringAttach(t *testing.T) {
 	start := time.Now()
 	for !strings.Contains(errOut.String(), "trawl: attached ") {
 		if strings.Contains(errOut.String(), "trawl: tracing") {
-			cmd.Process.Kill()
+			killTrawl(cmd)
 			t.Skipf("attached everything before a progress line could be seen:\n%s", errOut.String())
 		}
 		if time.Since(start) > startLimit {
-			cmd.Process.Kill()
+			killTrawl(cmd)
 			t.Fatalf("no attach progress after %v\n%s", startLimit, errOut.String())
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -548,7 +569,7 @@ func TestStopDuringAttach(t *testing.T) {
 			t.Errorf("status %d, want %d", got, want)
 		}
 	case <-time.After(startLimit):
-		cmd.Process.Kill()
+		killTrawl(cmd)
 		t.Fatalf("still running %v after the interrupt\n%s", startLimit, errOut.String())
 	}
 	stderr := errOut.String()
