@@ -118,3 +118,37 @@ func TestUserStackExited(t *testing.T) {
 		t.Errorf("%d user stacks missed (%v)", st.MissUserStack, err)
 	}
 }
+
+// TestUserStackLibc traces Debian's cat, a stripped C program linked
+// with libc, reading a file: its user stack starts in libc, named from
+// libc's dynamic symbols, where its read system call is.
+func TestUserStackLibc(t *testing.T) {
+	guest.Require(t)
+	guest.Only(t, "--stack=user", "amd64-7.3", "arm64-7.3")
+	cat, err := guest.Coreutils("cat")
+	if err != nil {
+		t.Skip(err)
+	}
+	file := filepath.Join(t.TempDir(), "ustack-libc")
+	if err := os.WriteFile(file, []byte("read by cat\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "trace")
+	args := append([]string{"-q", "--json", "--stack=user", "-o", out, "vfs_read", "--"}, cat...)
+	_, stderr, status := runLimited(t, trawlCmd(append(args, file)...), startLimit+stopLimit)
+	if status != 0 {
+		t.Fatalf("status %d\n%s", status, stderr)
+	}
+	var stacks [][]string
+	for _, c := range callsIn(t, out) {
+		if len(c.UStack) == 0 {
+			continue
+		}
+		stacks = append(stacks, c.UStack)
+		if strings.HasSuffix(c.UStack[0], " [libc.so.6]") {
+			t.Logf("user stack: %q", c.UStack)
+			return
+		}
+	}
+	t.Errorf("no read's user stack starts with a named frame of libc.so.6: %q\nstderr:\n%s", stacks, stderr)
+}

@@ -32,6 +32,13 @@ func FetchPrometheus(ctx context.Context, cache, arch string) (string, error) {
 	return fetchPackage(ctx, cache, arch, "prometheus", []string{"prometheus", "libc6"}, "prometheus", "promtool")
 }
 
+// FetchCoreutils downloads Debian's coreutils for arch, with libc6, as
+// FetchPrometheus does prometheus: the user stack tests run its cat, a
+// stripped, dynamically linked C program (guest.Coreutils).
+func FetchCoreutils(ctx context.Context, cache, arch string) (string, error) {
+	return fetchPackage(ctx, cache, arch, "coreutils", []string{"coreutils", "libc6"}, "cat")
+}
+
 // fetchPackage downloads Debian package pkg for arch, with its closure or
 // (only not nil) exactly the packages only, unpacks them into one
 // directory of cache and returns it, checking that each of the commands

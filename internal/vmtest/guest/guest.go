@@ -102,6 +102,22 @@ func Prometheus() (server, promtool []string, err error) {
 	return server, promtool, err
 }
 
+// CoreutilsEnv names the environment variable that gives a process inside
+// a guest the directory where Debian's coreutils and libc are unpacked
+// (`vmrun -coreutils` sets it).
+const CoreutilsEnv = "TRAWL_COREUTILS"
+
+// Coreutils returns the command line that runs Debian's command name of
+// coreutils (cat, a stripped C program linked with libc) in this guest,
+// or an error saying why there is none.
+func Coreutils(name string) ([]string, error) {
+	root := os.Getenv(CoreutilsEnv)
+	if root == "" {
+		return nil, fmt.Errorf("no coreutils in this guest: %s is not set (`vmrun -coreutils` shares Debian's)", CoreutilsEnv)
+	}
+	return DebianCommand(root, runtime.GOARCH, name)
+}
+
 // OtelcolEnv names the environment variable that gives a process inside a
 // guest the path of the test bed's OpenTelemetry Collector (`vmrun
 // -otelcol` sets it).
@@ -118,9 +134,9 @@ func Otelcol() (string, error) {
 }
 
 // DebianCommand returns the command line that runs the command name of a
-// Debian package unpacked under root for arch: its binary in usr/bin,
-// through the dynamic loader and the libraries unpacked with it, since
-// guests have no libc of their own.
+// Debian package unpacked under root for arch: its binary in usr/bin (or
+// bin), through the dynamic loader and the libraries unpacked with it,
+// since guests have no libc of their own.
 func DebianCommand(root, arch, name string) ([]string, error) {
 	var triplet, loader string
 	switch arch {
@@ -132,10 +148,17 @@ func DebianCommand(root, arch, name string) ([]string, error) {
 		return nil, fmt.Errorf("no %s for %s in the test bed", name, arch)
 	}
 	lib := filepath.Join(root, "lib", triplet)
+	bin := filepath.Join(root, "usr", "bin", name)
+	if _, err := os.Stat(bin); err != nil {
+		// Some packages (bookworm's coreutils) keep theirs in /bin.
+		if _, err := os.Stat(filepath.Join(root, "bin", name)); err == nil {
+			bin = filepath.Join(root, "bin", name)
+		}
+	}
 	return []string{
 		filepath.Join(lib, loader),
 		"--library-path", lib + ":" + filepath.Join(root, "usr", "lib", triplet),
-		filepath.Join(root, "usr", "bin", name),
+		bin,
 	}, nil
 }
 

@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	verbose := fs.Bool("v", false, "always print the guest console")
 	icount := fs.Bool("icount", false, "run the guest clock by emulated instructions, so that benchmarks do not drift with host load")
 	bpftrace := fs.Bool("bpftrace", false, "share Debian's bpftrace for the guest's arch (fetched on first use) with the guest, read-only; $"+guest.BpftraceEnv+" names its directory there")
+	coreutils := fs.Bool("coreutils", false, "share Debian's coreutils and libc for the guest's arch (fetched on first use) with the guest, read-only; $"+guest.CoreutilsEnv+" names their directory there")
 	prometheus := fs.Bool("prometheus", false, "share Debian's prometheus server and promtool for the guest's arch (fetched on first use) with the guest, read-only; $"+guest.PrometheusEnv+" names their directory there")
 	otelcol := fs.Bool("otelcol", false, "share an OpenTelemetry Collector (OTLP receiver, file exporter) for the guest's arch, built from the upstream modules on first use, with the guest, read-only; $"+guest.OtelcolEnv+" names the binary there")
 	fs.Usage = func() {
@@ -125,6 +126,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 			return 0, fmt.Errorf("fetch prometheus: %w", err)
 		}
 		env = append(env, guest.PrometheusEnv+"="+root)
+		readOnly = append(readOnly, root)
+	}
+	if *coreutils {
+		root, err := vmtest.FetchCoreutils(ctx, *cache, k.Arch)
+		if err != nil {
+			return 0, fmt.Errorf("fetch coreutils: %w", err)
+		}
+		env = append(env, guest.CoreutilsEnv+"="+root)
 		readOnly = append(readOnly, root)
 	}
 	if *otelcol {
