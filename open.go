@@ -136,9 +136,15 @@ func (s *Session) mostTargets() int {
 
 // timed runs one step of Open and logs how long it took (trawl --debug).
 func timed(step string, run func() error) error {
+	return timedStep("open step", step, run)
+}
+
+// timedStep runs one step of Open or Close and logs how long it took,
+// as msg (trawl --debug).
+func timedStep(msg, step string, run func() error) error {
 	start := time.Now()
 	err := run()
-	slog.Debug("open step", "step", step, "took", time.Since(start).Round(time.Millisecond), "err", err)
+	slog.Debug(msg, "step", step, "took", time.Since(start).Round(time.Millisecond), "err", err)
 	return err
 }
 

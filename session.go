@@ -429,14 +429,18 @@ func (s *Session) close() error {
 		if s.unwatch != nil {
 			s.unwatch()
 		}
-		if s.attached != nil {
-			errs = append(errs, s.attached.Close(s.detached))
-		}
-		for _, l := range []link.Link{s.fork, s.exit} {
-			if l != nil {
-				errs = append(errs, l.Close())
+		errs = append(errs, timedStep("close step", "detach", func() error {
+			var errs []error
+			if s.attached != nil {
+				errs = append(errs, s.attached.Close(s.detached))
 			}
-		}
+			for _, l := range []link.Link{s.fork, s.exit} {
+				if l != nil {
+					errs = append(errs, l.Close())
+				}
+			}
+			return errors.Join(errs...)
+		}))
 		if s.reader != nil {
 			// Nothing runs any more: what is left was never read.
 			_, err := s.discard()
@@ -446,24 +450,30 @@ func (s *Session) close() error {
 		// and the maps close, then return those figures.
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		c, err := s.counts()
-		s.final = c
-		errs = append(errs, err)
-		if s.aggregate && s.capture.Collection != nil {
-			fs, err := s.functionStats()
-			s.finalStats = fs
-			errs = append(errs, err)
-		}
+		errs = append(errs, timedStep("close step", "final counts", func() error {
+			c, err := s.counts()
+			s.final = c
+			if s.aggregate && s.capture.Collection != nil {
+				fs, fsErr := s.functionStats()
+				s.finalStats = fs
+				err = errors.Join(err, fsErr)
+			}
+			return err
+		}))
 		s.closed = true
-		if s.reader != nil {
-			errs = append(errs, s.reader.Close())
-		}
-		if s.capture.Collection != nil {
-			s.capture.Collection.Close()
-		}
-		if s.ustacks != nil {
-			s.ustacks.sym.Close()
-		}
+		errs = append(errs, timedStep("close step", "free", func() error {
+			var err error
+			if s.reader != nil {
+				err = s.reader.Close()
+			}
+			if s.capture.Collection != nil {
+				s.capture.Collection.Close()
+			}
+			if s.ustacks != nil {
+				s.ustacks.sym.Close()
+			}
+			return err
+		}))
 	})
 	return errors.Join(errs...)
 }

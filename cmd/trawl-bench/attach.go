@@ -64,11 +64,15 @@ type attachResult struct {
 	// bytes (-1: unknown).
 	kernelMem int64
 	// peakRSS is the process's peak resident memory while Open ran, in
-	// bytes (-1: unknown).
-	peakRSS int64
+	// bytes (-1: unknown); maxRSS a command's over its whole run (0:
+	// unknown).
+	peakRSS, maxRSS int64
 	// steps are Open's steps and their times, as `trawl --debug` logs
-	// them.
-	steps string
+	// them; stopSteps the command's steps from an interrupt to its exit.
+	steps, stopSteps string
+	// output is how long the command took to write its output once
+	// stopped (its "output" stop step).
+	output time.Duration
 	// skipped are the selected functions left out, by reason.
 	skipped trawl.Skips
 }

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf/btf"
@@ -160,11 +161,11 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, names []str
 		var autoBackend string
 		cols := []column{
 			{1, "trawl command", func() (attachResult, error) {
-				r, _, err := trawlCommandOnce(ctx, command, string(trawl.BackendFentry), attached, false)
+				r, _, err := trawlCommandOnce(ctx, command, string(trawl.BackendFentry), attached, false, false)
 				return r, err
 			}},
 			{2, "trawl command auto", func() (r attachResult, err error) {
-				r, autoBackend, err = trawlCommandOnce(ctx, command, string(trawl.BackendAuto), attached, false)
+				r, autoBackend, err = trawlCommandOnce(ctx, command, string(trawl.BackendAuto), attached, false, false)
 				return r, err
 			}},
 		}
@@ -250,11 +251,14 @@ func trawlCommand() (string, error) {
 // then until it exits. It returns the backend the command says it uses.
 // With debug, the command runs with --debug and r.steps are the steps it
 // logs, the catalogue's load first.
-func trawlCommandOnce(ctx context.Context, command, backend string, fns []string, debug bool) (r attachResult, used string, err error) {
+func trawlCommandOnce(ctx context.Context, command, backend string, fns []string, debug, stats bool) (r attachResult, used string, err error) {
 	r.selected = len(fns)
 	args := []string{"--backend", backend}
 	if debug {
 		args = append(args, "--debug")
+	}
+	if stats {
+		args = append(args, "--stats")
 	}
 	c := exec.CommandContext(ctx, command, append(args, fns...)...)
 	stderr, err := c.StderrPipe()
@@ -296,6 +300,13 @@ func trawlCommandOnce(ctx context.Context, command, backend string, fns []string
 			r.steps = strings.TrimPrefix(r.steps+", "+step, ", ")
 			continue
 		}
+		if step, took, ok := stopStep(line); ok {
+			r.stopSteps = strings.TrimPrefix(r.stopSteps+", "+step+" "+round(took).String(), ", ")
+			if step == "output" {
+				r.output = took
+			}
+			continue
+		}
 		messages = append(messages, line)
 	}
 	err, waited = c.Wait(), true
@@ -306,6 +317,9 @@ func trawlCommandOnce(ctx context.Context, command, backend string, fns []string
 		return r, "", fmt.Errorf("trawl failed after an interrupt (%w): %s", err, strings.Join(messages, " / "))
 	}
 	r.close = time.Since(interrupted)
+	if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.maxRSS = ru.Maxrss * 1024
+	}
 	return r, used, nil
 }
 
@@ -324,6 +338,20 @@ func loggedStep(line string) (string, bool) {
 		return field("step") + " " + field("took"), true
 	}
 	return "", false
+}
+
+// stopStep returns, from a line `trawl --debug` logs, a step of the
+// command's stop (drain, output, close) and how long it took.
+func stopStep(line string) (string, time.Duration, bool) {
+	if !strings.Contains(line, `msg="stop step"`) {
+		return "", 0, false
+	}
+	_, step, _ := strings.Cut(line, " step=")
+	step, _, _ = strings.Cut(step, " ")
+	_, took, _ := strings.Cut(line, " took=")
+	took, _, _ = strings.Cut(took, " ")
+	d, err := time.ParseDuration(took)
+	return step, d, err == nil
 }
 
 // fewArgs returns the names, in order, of vmlinux functions with at most

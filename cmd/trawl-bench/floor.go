@@ -158,21 +158,22 @@ func printFloor(rows []floorRow) {
 		return
 	}
 	fmt.Printf("### Attach against the kernel's floor\n\n")
-	fmt.Printf("For \"all\" above, on the backends that attach every function with one link: the same links (kretprobe.multi + kprobe.multi, kprobe.session, fsession.multi) created right after for empty programs (`return 0`, no cookies) on the addresses or BTF ids trawl attached (the selection less what trawl skipped), timed from loading the programs to the last link. trawl open is trawl.Open in this process, which holds the catalogue and the BTF types earlier runs decoded (an embedder's later sessions). trawl command is `trawl --backend B --debug '*'` run as a fresh process, from its start until it says it is tracing: what a user waits for, the catalogue's load and the decoding of BTF included; its peak RSS is the command's peak resident memory (VmHWM) when it says so. With more than one round (`-floor-rounds`), trawl, the command and the floor take turns and the shortest time of each counts. Ratios: over the floor's open, target at most 1.2. Steps: where the time went (the steps `trawl --debug` logs).\n\n")
-	t := measure.NewTable(os.Stdout, "backend", "rounds", "functions (trawl)", "functions (floor)", "trawl open", "trawl command", "floor open", "ratio (open)", "ratio (command)", "command peak RSS", "trawl close", "floor close", "trawl kernel memory", "floor kernel memory", "trawl steps", "command steps")
+	fmt.Printf("For \"all\" above, on the backends that attach every function with one link: the same links (kretprobe.multi + kprobe.multi, kprobe.session, fsession.multi) created right after for empty programs (`return 0`, no cookies) on the addresses or BTF ids trawl attached (the selection less what trawl skipped), timed from loading the programs to the last link. trawl open is trawl.Open in this process, which holds the catalogue and the BTF types earlier runs decoded (an embedder's later sessions). trawl command is `trawl --backend B --debug --stats '*'` run as a fresh process, from its start until it says it is tracing: what a user waits for, the catalogue's load and the decoding of BTF included; its peak RSS is the command's peak resident memory (VmHWM) when it says so, and over its whole run (the kernel's maxrss at its exit). command stop: from an interrupt, once it traces, until it exits, with its steps (drain the ring buffer, write the output, close: detach and free); ratio (stop) is that over the floor's close plus the command's output step, target at most 1.3. With more than one round (`-floor-rounds`), trawl, the command and the floor take turns and the shortest time of each counts. Ratios: over the floor's open, target at most 1.2. Steps: where the time went (the steps `trawl --debug` logs).\n\n")
+	t := measure.NewTable(os.Stdout, "backend", "rounds", "functions (trawl)", "functions (floor)", "trawl open", "trawl command", "floor open", "ratio (open)", "ratio (command)", "command peak RSS (tracing / run)", "trawl close", "floor close", "command stop", "ratio (stop)", "trawl kernel memory", "floor kernel memory", "trawl steps", "command steps", "command stop steps")
 	for _, r := range rows {
 		if r.err != nil {
 			t.Row(r.backend, fmt.Sprint(r.rounds), fmt.Sprint(r.trawl.attached), "", round(r.trawl.open).String(), "", "error: "+oneLine(r.err))
 			continue
 		}
-		command, commandRatio, commandRSS := "not run (no trawl command)", "", ""
+		command, commandRatio, commandRSS, stop, stopRatio := "not run (no trawl command)", "", "", "", ""
 		if r.command.open > 0 {
 			command, commandRatio = round(r.command.open).String(), measure.Times(r.command.open.Seconds()/r.floor.open.Seconds())
-			commandRSS = megabytes(r.command.peakRSS)
+			commandRSS = megabytes(r.command.peakRSS) + " / " + megabytes(r.command.maxRSS)
+			stop, stopRatio = round(r.command.close).String(), measure.Times(r.command.close.Seconds()/(r.floor.close+r.command.output).Seconds())
 		}
 		t.Row(r.backend, fmt.Sprint(r.rounds), fmt.Sprint(r.trawl.attached), fmt.Sprint(r.floor.attached),
 			round(r.trawl.open).String(), command, round(r.floor.open).String(), measure.Times(r.trawl.open.Seconds()/r.floor.open.Seconds()), commandRatio, commandRSS,
-			round(r.trawl.close).String(), round(r.floor.close).String(), megabytes(r.trawl.kernelMem), megabytes(r.floor.kernelMem), r.trawl.steps, r.command.steps)
+			round(r.trawl.close).String(), round(r.floor.close).String(), stop, stopRatio, megabytes(r.trawl.kernelMem), megabytes(r.floor.kernelMem), r.trawl.steps, r.command.steps, r.command.stopSteps)
 	}
 	t.End()
 }
@@ -206,7 +207,7 @@ func benchFloor(ctx context.Context, cat *kernel.Catalogue, b string, r attachRe
 	}
 	if command != "" {
 		cases = slices.Insert(cases, 1, func(int) (attachResult, error) {
-			c, _, err := trawlCommandOnce(ctx, command, b, []string{"*"}, true)
+			c, _, err := trawlCommandOnce(ctx, command, b, []string{"*"}, true, true)
 			if err == nil {
 				fmt.Fprintf(os.Stderr, "trawl-bench: %s trawl command on *: tracing after %s (%s)\n", b, round(c.open), c.steps)
 			}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -652,13 +653,17 @@ func finish(ctx context.Context, s *trawl.Session, r render.Renderer, stop *stop
 		fmt.Fprintf(stderr, "trawl: stopping: %s\n", why)
 	}
 	pipeClosed := errors.Is(readErr, syscall.EPIPE)
+	start := time.Now()
 	if readErr == nil && !hurried(ctx) {
 		readErr = drain(s, r, time.Now().Add(drainTime), hurryChan(ctx))
 	}
 	if _, err := s.Discard(); err != nil && readErr == nil {
 		readErr = err
 	}
+	slog.Debug("stop step", "step", "drain", "took", time.Since(start).Round(time.Millisecond))
+	start = time.Now()
 	renderErr := r.Close()
+	slog.Debug("stop step", "step", "output", "took", time.Since(start).Round(time.Millisecond))
 	if renderErr != nil && readErr != nil && renderErr.Error() == readErr.Error() {
 		// The output's buffer keeps its first write error: said once.
 		renderErr = nil
@@ -683,7 +688,9 @@ func finish(ctx context.Context, s *trawl.Session, r render.Renderer, stop *stop
 	if child != nil {
 		child.terminate()
 	}
+	start = time.Now()
 	closeErr := s.Close()
+	slog.Debug("stop step", "step", "close", "took", time.Since(start).Round(time.Millisecond))
 	if final, err := s.Stats(); err == nil {
 		lateSummary(stderr, st, final)
 	}
