@@ -39,7 +39,7 @@ func cacheRun(t *testing.T, args ...string) (out, cache, stderr string, took tim
 	} else {
 		errOut, done := startTrawl(t, cmd)
 		took = waitTracing(t, cmd, errOut).Sub(start)
-		if err := <-done; err != nil {
+		if err := waitExit(t, cmd, done, errOut, stopLimit); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, errOut.String())
 		}
 		stderr = errOut.String()

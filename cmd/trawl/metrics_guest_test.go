@@ -151,9 +151,17 @@ func TestPrometheusScrapes(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	defer func() {
 		cmd.Process.Signal(syscall.SIGINT)
-		cmd.Wait()
+		select {
+		case <-exited:
+		case <-time.After(stopLimit):
+			killTrawl(cmd)
+			<-exited
+			t.Errorf("trawl still running %v after an interrupt\n%s", stopLimit, errOut.String())
+		}
 	}()
 
 	// query returns the value of a PromQL expression, -1 if none yet.

@@ -202,6 +202,21 @@ func startTrawl(t *testing.T, cmd *exec.Cmd) (*syncBuffer, <-chan error) {
 	return errOut, done
 }
 
+// waitExit waits at most limit for trawl, started by startTrawl, to exit
+// and returns what Wait returned; past limit it kills trawl and fails the
+// test with its stderr.
+func waitExit(t *testing.T, cmd *exec.Cmd, done <-chan error, stderr *syncBuffer, limit time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(limit):
+		killTrawl(cmd)
+		t.Fatalf("%v still running after %v\nstderr:\n%s", cmd.Args, limit, stderr.String())
+	}
+	return nil
+}
+
 // hotloop returns the command line of the hot loop, running for d (0: for
 // ever).
 func hotloop(d time.Duration) []string {
