@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"image"
+	"image/draw"
 	"image/png"
 	"iter"
 	"math/rand/v2"
@@ -303,14 +305,12 @@ func checkPainted(t *testing.T, path string) {
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
+	rgba := image.NewRGBA(img.Bounds())
+	draw.Draw(rgba, rgba.Bounds(), img, img.Bounds().Min, draw.Src)
 	warm := 0
-	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y++ {
-		for x := img.Bounds().Min.X; x < img.Bounds().Max.X; x++ {
-			r, g, b, _ := img.At(x, y).RGBA()
-			r, g, b = r>>8, g>>8, b>>8
-			if r >= 205 && g >= 80 && g < 200 && b >= 30 && b < 80 {
-				warm++
-			}
+	for p := range slices.Chunk(rgba.Pix, 4) {
+		if r, g, b := p[0], p[1], p[2]; r >= 205 && g >= 80 && g < 200 && b >= 30 && b < 80 {
+			warm++
 		}
 	}
 	if frame := 1200 * 17; warm < frame {
