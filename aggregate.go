@@ -3,6 +3,7 @@
 package trawl
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,6 +21,12 @@ import (
 // counts; errors beyond are counted in CNT_MISS_ERRNO.
 const maxErrnos = 16384
 
+// defaultStackCounts is how many distinct stacks an aggregating session
+// with stacks counts calls under by default (Config.StackCounts): four
+// times the stacks each stack map holds, as the pairs of a kernel and a
+// user stack outnumber either.
+const defaultStackCounts = 4 * int(bpf.CaptureLimitMAX_STACKS)
+
 // sizeAggregation sizes the maps of the in-kernel statistics: one entry
 // each unless cfg aggregates.
 func sizeAggregation(spec *ebpf.CollectionSpec, cfg Config, n int) error {
@@ -29,6 +36,9 @@ func sizeAggregation(spec *ebpf.CollectionSpec, cfg Config, n int) error {
 	spec.Maps[bpf.CaptureMapCallCounts].MaxEntries = uint32(n)
 	spec.Maps[bpf.CaptureMapStats].MaxEntries = uint32(n)
 	spec.Maps[bpf.CaptureMapErrnos].MaxEntries = maxErrnos
+	if cfg.Stack || cfg.UserStack {
+		spec.Maps[bpf.CaptureMapStackCounts].MaxEntries = uint32(cmp.Or(cfg.StackCounts, defaultStackCounts))
+	}
 	return spec.Variables[bpf.CaptureVarAggregate].Set(uint32(1))
 }
 
@@ -165,7 +175,7 @@ func (s *Session) functionStats() ([]call.FunctionStats, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = eachErrno(s.capture.Collection.Maps[bpf.CaptureMapErrnos], func(k bpf.CaptureErrnoKey, n uint64) {
+	err = eachCount(s.capture.Collection.Maps[bpf.CaptureMapErrnos], func(k bpf.CaptureErrnoKey, n uint64) {
 		if i, ok := index[k.Func]; ok {
 			if fs[i].Errnos == nil {
 				fs[i].Errnos = map[int]uint64{}
@@ -179,12 +189,79 @@ func (s *Session) functionStats() ([]call.FunctionStats, error) {
 	return fs, nil
 }
 
-// eachErrno calls each for every entry of the errnos map. It reads the map
-// in batches where the kernel can (5.6+): a scrape of a trace of every
-// function made two system calls per entry otherwise, each of them traced,
-// and took 20 s in the amd64-7.3 guest.
-func eachErrno(m *ebpf.Map, each func(bpf.CaptureErrnoKey, uint64)) error {
-	keys := make([]bpf.CaptureErrnoKey, min(m.MaxEntries(), 4096))
+// StackCounts returns the calls the kernel counted since the session was
+// armed by function and stacks (Config.Stack, Config.UserStack): each
+// function's calls under each pair of stacks they ended under, or without
+// stacks under none, one StackCount a function. The stacks are named once
+// read, the user stacks by their process's mappings as they were last
+// known. After Close it returns those read once everything was detached.
+func (s *Session) StackCounts() ([]StackCount, error) {
+	if !s.aggregate {
+		return nil, ErrNotAggregating
+	}
+	// The symbolisers serve StackCounts alone in an aggregating session,
+	// which reads no calls: Close has them under mu's lock.
+	s.stackMu.Lock()
+	defer s.stackMu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return s.finalStackCounts, nil
+	}
+	return s.stackCounts()
+}
+
+// stackCounts reads StackCounts from the maps, with mu held.
+func (s *Session) stackCounts() ([]StackCount, error) {
+	var counts []StackCount
+	if s.stacks == nil && s.ustacks == nil {
+		fs, err := s.functionStats()
+		for _, f := range fs {
+			counts = append(counts, StackCount{Func: f.Func, Module: f.Module, Calls: f.Calls})
+		}
+		return counts, err
+	}
+	err := eachCount(s.capture.Collection.Maps[bpf.CaptureMapStackCounts], func(k bpf.CaptureStackCountKey, n uint64) {
+		if int(k.Func) >= len(s.plans) {
+			return
+		}
+		fn := s.plans[k.Func].Func
+		c := StackCount{Func: fn.Name, Module: fn.Module, PID: k.Pid, Calls: n}
+		switch {
+		case k.Stack == uint32(bpf.CaptureStackMarkSTACK_LOST):
+			c.Stack = []string{call.LostStack}
+		case k.Stack != 0 && s.stacks != nil:
+			c.Stack = s.stacks.startAt(k.Stack-1, fn)
+		}
+		switch {
+		case k.Ustack == uint32(bpf.CaptureStackMarkSTACK_LOST):
+			c.UStack = []string{call.LostStack}
+		case k.Ustack != 0 && s.ustacks != nil:
+			c.UStack = s.ustacks.named(k.Pid, "", k.Ustack-1)
+		}
+		counts = append(counts, c)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the counts by stack: %w", err)
+	}
+	// The calls the map had no room for, counted with their function.
+	buf := make([]byte, unsafe.Sizeof(bpf.CaptureFuncStats{}))
+	unstacked := unsafe.Offsetof(bpf.CaptureFuncStats{}.Unstacked)
+	err = s.eachCounted(buf, func(id int, _ uint64, buf []byte) {
+		if n := binary.NativeEndian.Uint64(buf[unstacked:]); n > 0 {
+			fn := s.plans[id].Func
+			counts = append(counts, StackCount{Func: fn.Name, Module: fn.Module, Stack: []string{call.UncountedStack}, Calls: n})
+		}
+	})
+	return counts, err
+}
+
+// eachCount calls each for every entry of a hash map of counts by key
+// K. It reads the map in batches where the kernel can (5.6+): a scrape
+// of a trace of every function made two system calls per entry
+// otherwise, each of them traced, and took 20 s in the amd64-7.3 guest.
+func eachCount[K any](m *ebpf.Map, each func(K, uint64)) error {
+	keys := make([]K, min(m.MaxEntries(), 4096))
 	counts := make([]uint64, len(keys))
 	var cursor ebpf.MapBatchCursor
 	for {
@@ -196,7 +273,7 @@ func eachErrno(m *ebpf.Map, each func(bpf.CaptureErrnoKey, uint64)) error {
 		case errors.Is(err, ebpf.ErrKeyNotExist):
 			return nil
 		case errors.Is(err, ebpf.ErrNotSupported) && n == 0:
-			var k bpf.CaptureErrnoKey
+			var k K
 			var c uint64
 			it := m.Iterate()
 			for it.Next(&k, &c) {

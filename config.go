@@ -127,8 +127,17 @@ type Config struct {
 	// per function, the calls, errors by errno and a latency histogram,
 	// read with Session.FunctionStats. Exact at any call rate, since
 	// nothing goes through the ring buffer (Read returns no call); every
-	// filter applies. About 2 KB of kernel memory per function.
+	// filter applies. About 2 KB of kernel memory per function. With
+	// Stack or UserStack, the kernel also counts each function's calls by
+	// their stacks, read with Session.StackCounts: flame graphs counted
+	// in the kernel.
 	Aggregate bool
+	// StackCounts is how many distinct stacks (a function, its kernel
+	// stack, its user stack and their process) an aggregating session
+	// with stacks counts calls under, at about 100 bytes of kernel memory
+	// each; 0 means 65536. The calls of stacks past them are counted
+	// without their stacks (Stats.MissStackCount).
+	StackCounts int
 	// Track, if set, follows objects of this pointer type through the
 	// kernel: "struct sk_buff *", or the name of arguments of the type
 	// among the selected functions ("skb", the type then being their most
@@ -320,6 +329,12 @@ func (cfg Config) Validate() error {
 	}
 	if cfg.TrackTimeout < 0 || cfg.TrackObjects < 0 {
 		return bad("--track-timeout and --track-objects cannot be negative")
+	}
+	if cfg.StackCounts < 0 {
+		return bad("--stack-counts cannot be negative, got %d", cfg.StackCounts)
+	}
+	if cfg.StackCounts != 0 && !(cfg.Aggregate && (cfg.Stack || cfg.UserStack)) {
+		return bad("--stack-counts needs --stats and --stack")
 	}
 	if cfg.Track != "" && cfg.Aggregate {
 		return bad("--track shows the calls of journeys: it cannot go with --stats")

@@ -124,6 +124,10 @@ type Session struct {
 	// holds their figures read in Close, after detaching.
 	aggregate  bool
 	finalStats []FunctionStats
+	// finalStackCounts holds the counts by stack read in Close, and
+	// stackMu makes StackCounts take turns with the symbolisers.
+	finalStackCounts []StackCount
+	stackMu          sync.Mutex
 	// release lets the kernel's catalogue go, unless another session
 	// holds it.
 	release func()
@@ -456,7 +460,9 @@ func (s *Session) close() error {
 			if s.aggregate && s.capture.Collection != nil {
 				fs, fsErr := s.functionStats()
 				s.finalStats = fs
-				err = errors.Join(err, fsErr)
+				sc, scErr := s.stackCounts()
+				s.finalStackCounts = sc
+				err = errors.Join(err, fsErr, scErr)
 			}
 			return err
 		}))

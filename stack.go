@@ -172,6 +172,12 @@ type userKey struct {
 // task was named comm, innermost first; nil when the stack is gone.
 func (u *userStacks) frames(pid uint32, comm string, id uint32) []string {
 	u.sym.Seen(pid, comm)
+	return u.named(pid, comm, id)
+}
+
+// named returns the user stack of id as frames does, by the mappings of
+// process pid known now.
+func (u *userStacks) named(pid uint32, comm string, id uint32) []string {
 	key := userKey{pid, id, comm}
 	if f, ok := u.cache[key]; ok {
 		return f

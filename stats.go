@@ -61,6 +61,11 @@ type Stats struct {
 	// starts in (code built without frame pointers), shown as far as
 	// they go.
 	MissUserStack, ShortUserStack uint64
+	// MissStackCount counts, with Config.Aggregate and a stack, the calls
+	// the kernel's map of stack counts had no room for
+	// (Config.StackCounts): StackCounts gives them under the frame
+	// call.UncountedStack.
+	MissStackCount uint64
 	// StaleGates counts, with Config.Entries, the entry calls whose exit
 	// was missed (their calls counted in MissExit): a later call of the
 	// same entry function, not nested in it, shut their task's gate.
@@ -103,28 +108,29 @@ func statsOf(c counts) Stats {
 // counters (enum counter in capture.h). TestStatsHasEveryCounter checks
 // that every counter has one.
 var counterFields = [bpf.CaptureCounterCNT_MAX]func(*Stats) *uint64{
-	bpf.CaptureCounterCNT_CALLS:          func(s *Stats) *uint64 { return &s.Calls },
-	bpf.CaptureCounterCNT_DROPS:          func(s *Stats) *uint64 { return &s.Drops },
-	bpf.CaptureCounterCNT_MISS_STORAGE:   func(s *Stats) *uint64 { return &s.MissStorage },
-	bpf.CaptureCounterCNT_MISS_DEPTH:     func(s *Stats) *uint64 { return &s.MissDepth },
-	bpf.CaptureCounterCNT_MISS_ENTRY:     func(s *Stats) *uint64 { return &s.MissEntry },
-	bpf.CaptureCounterCNT_MISS_EXIT:      func(s *Stats) *uint64 { return &s.MissExit },
-	bpf.CaptureCounterCNT_FILTERED:       func(s *Stats) *uint64 { return &s.Filtered },
-	bpf.CaptureCounterCNT_FILTERED_EXPR:  func(s *Stats) *uint64 { return &s.FilteredExpr },
-	bpf.CaptureCounterCNT_FILTERED_EXIT:  func(s *Stats) *uint64 { return &s.FilteredExit },
-	bpf.CaptureCounterCNT_COOKIE_LOOKUPS: func(s *Stats) *uint64 { return &s.CookieLookups },
-	bpf.CaptureCounterCNT_MISS_FRAME:     func(s *Stats) *uint64 { return &s.MissFrame },
-	bpf.CaptureCounterCNT_MISS_PIDS:      func(s *Stats) *uint64 { return &s.MissPIDs },
-	bpf.CaptureCounterCNT_MISS_ERRNO:     func(s *Stats) *uint64 { return &s.MissErrno },
-	bpf.CaptureCounterCNT_OUTSIDE_ENTRY:  func(s *Stats) *uint64 { return &s.OutsideEntry },
-	bpf.CaptureCounterCNT_CHAINS:         func(s *Stats) *uint64 { return &s.Chains },
-	bpf.CaptureCounterCNT_MISS_CHAIN:     func(s *Stats) *uint64 { return &s.MissChain },
-	bpf.CaptureCounterCNT_MISS_STACK:     func(s *Stats) *uint64 { return &s.MissStack },
-	bpf.CaptureCounterCNT_MISS_USTACK:    func(s *Stats) *uint64 { return &s.MissUserStack },
-	bpf.CaptureCounterCNT_STALE_GATES:    func(s *Stats) *uint64 { return &s.StaleGates },
-	bpf.CaptureCounterCNT_JOURNEYS:       func(s *Stats) *uint64 { return &s.Journeys },
-	bpf.CaptureCounterCNT_TRACKED:        func(s *Stats) *uint64 { return &s.Tracked },
-	bpf.CaptureCounterCNT_TRACK_FREED:    func(s *Stats) *uint64 { return &s.TrackFreed },
-	bpf.CaptureCounterCNT_TRACK_EXPIRED:  func(s *Stats) *uint64 { return &s.TrackExpired },
-	bpf.CaptureCounterCNT_UNTRACKED:      func(s *Stats) *uint64 { return &s.Untracked },
+	bpf.CaptureCounterCNT_CALLS:            func(s *Stats) *uint64 { return &s.Calls },
+	bpf.CaptureCounterCNT_DROPS:            func(s *Stats) *uint64 { return &s.Drops },
+	bpf.CaptureCounterCNT_MISS_STORAGE:     func(s *Stats) *uint64 { return &s.MissStorage },
+	bpf.CaptureCounterCNT_MISS_DEPTH:       func(s *Stats) *uint64 { return &s.MissDepth },
+	bpf.CaptureCounterCNT_MISS_ENTRY:       func(s *Stats) *uint64 { return &s.MissEntry },
+	bpf.CaptureCounterCNT_MISS_EXIT:        func(s *Stats) *uint64 { return &s.MissExit },
+	bpf.CaptureCounterCNT_FILTERED:         func(s *Stats) *uint64 { return &s.Filtered },
+	bpf.CaptureCounterCNT_FILTERED_EXPR:    func(s *Stats) *uint64 { return &s.FilteredExpr },
+	bpf.CaptureCounterCNT_FILTERED_EXIT:    func(s *Stats) *uint64 { return &s.FilteredExit },
+	bpf.CaptureCounterCNT_COOKIE_LOOKUPS:   func(s *Stats) *uint64 { return &s.CookieLookups },
+	bpf.CaptureCounterCNT_MISS_FRAME:       func(s *Stats) *uint64 { return &s.MissFrame },
+	bpf.CaptureCounterCNT_MISS_PIDS:        func(s *Stats) *uint64 { return &s.MissPIDs },
+	bpf.CaptureCounterCNT_MISS_ERRNO:       func(s *Stats) *uint64 { return &s.MissErrno },
+	bpf.CaptureCounterCNT_OUTSIDE_ENTRY:    func(s *Stats) *uint64 { return &s.OutsideEntry },
+	bpf.CaptureCounterCNT_CHAINS:           func(s *Stats) *uint64 { return &s.Chains },
+	bpf.CaptureCounterCNT_MISS_CHAIN:       func(s *Stats) *uint64 { return &s.MissChain },
+	bpf.CaptureCounterCNT_MISS_STACK:       func(s *Stats) *uint64 { return &s.MissStack },
+	bpf.CaptureCounterCNT_MISS_USTACK:      func(s *Stats) *uint64 { return &s.MissUserStack },
+	bpf.CaptureCounterCNT_STALE_GATES:      func(s *Stats) *uint64 { return &s.StaleGates },
+	bpf.CaptureCounterCNT_JOURNEYS:         func(s *Stats) *uint64 { return &s.Journeys },
+	bpf.CaptureCounterCNT_TRACKED:          func(s *Stats) *uint64 { return &s.Tracked },
+	bpf.CaptureCounterCNT_TRACK_FREED:      func(s *Stats) *uint64 { return &s.TrackFreed },
+	bpf.CaptureCounterCNT_TRACK_EXPIRED:    func(s *Stats) *uint64 { return &s.TrackExpired },
+	bpf.CaptureCounterCNT_UNTRACKED:        func(s *Stats) *uint64 { return &s.Untracked },
+	bpf.CaptureCounterCNT_MISS_STACK_COUNT: func(s *Stats) *uint64 { return &s.MissStackCount },
 }

@@ -21,3 +21,9 @@ type Kind = call.Kind
 // session with Config.Aggregate; render.Stats shows them. It is
 // call.FunctionStats.
 type FunctionStats = call.FunctionStats
+
+// StackCount is how many calls of a function ended under one pair of
+// stacks, counted in the kernel by a session with Config.Aggregate and
+// Config.Stack or UserStack; render.Folded writes them as a flame graph.
+// It is call.StackCount.
+type StackCount = call.StackCount

@@ -19,3 +19,30 @@ type FunctionStats struct {
 	// Latency is empty.
 	Event bool
 }
+
+// StackCount is how many calls of a function ended under one kernel stack
+// and one user stack, counted in the kernel.
+type StackCount struct {
+	Func   string
+	Module string // "" for vmlinux
+	// Stack is the kernel stack at the calls' entry and UStack the user
+	// stack of their task, innermost first, framed as Call.Stack and
+	// Call.UStack are; nil when not taken, and UStack in a kernel thread.
+	// A stack the kernel had no room for is the one frame LostStack;
+	// calls the kernel could not count by stack have the one kernel frame
+	// UncountedStack.
+	Stack, UStack []string
+	// PID is the process whose user stack UStack is, 0 without one.
+	PID uint32
+	// Calls counts the calls.
+	Calls uint64
+}
+
+// Frames of StackCount that stand for stacks the kernel could not keep.
+const (
+	// LostStack is a stack its map had no room for: its frames are lost.
+	LostStack = "[stack-lost]"
+	// UncountedStack stands for both stacks of the calls that the map of
+	// counts by stack had no room for.
+	UncountedStack = "[stack-not-counted]"
+)

@@ -4,6 +4,7 @@ package render
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"slices"
 	"strconv"
@@ -26,6 +27,7 @@ import (
 type Folded struct {
 	w      *bufio.Writer
 	stacks stackCounts
+	source func() ([]call.StackCount, error)
 }
 
 // NewFolded returns a folded stack renderer writing to w.
@@ -33,9 +35,18 @@ func NewFolded(w io.Writer) *Folded {
 	return &Folded{w: bufio.NewWriter(w), stacks: stackCounts{}}
 }
 
+// NewFoldedCounts returns a folded stack renderer writing to w the calls
+// source gives at Close, counted elsewhere (in the kernel:
+// Session.StackCounts), as well as those of Call.
+func NewFoldedCounts(w io.Writer, source func() ([]call.StackCount, error)) *Folded {
+	f := NewFolded(w)
+	f.source = source
+	return f
+}
+
 // Call counts c under its stack.
 func (f *Folded) Call(c *call.Call) error {
-	f.stacks.add(c)
+	f.stacks.add(c.Func, c.Module, c.UStack, c.Stack, 1)
 	return nil
 }
 
@@ -44,6 +55,15 @@ func (f *Folded) Flush() error { return nil }
 
 // Close writes the stacks, sorted, and flushes.
 func (f *Folded) Close() error {
+	if f.source != nil {
+		counts, err := f.source()
+		if err != nil {
+			return fmt.Errorf("read the counts by stack: %w", err)
+		}
+		for _, c := range counts {
+			f.stacks.add(c.Func, c.Module, c.UStack, c.Stack, c.Calls)
+		}
+	}
 	lines := make([]string, 0, len(f.stacks))
 	for stack, n := range f.stacks {
 		frames := strings.Split(stack, stackSep)
@@ -67,11 +87,12 @@ type stackCounts map[string]uint64
 // leaves out of names.
 const stackSep = "\x00"
 
-// add counts c under its stack.
-func (sc stackCounts) add(c *call.Call) {
-	leaf := frameName(c.Func, c.Module)
+// add counts n calls of function fn of module mod under their user and
+// kernel stacks.
+func (sc stackCounts) add(fn, mod string, ustack, stack []string, n uint64) {
+	leaf := frameName(fn, mod)
 	var frames []string
-	for _, st := range [][]string{c.UStack, c.Stack} {
+	for _, st := range [][]string{ustack, stack} {
 		for i := len(st) - 1; i >= 0; i-- {
 			frames = append(frames, stackFrame(st[i]))
 		}
@@ -81,7 +102,7 @@ func (sc stackCounts) add(c *call.Call) {
 	if len(frames) == 0 || frames[len(frames)-1] != leaf {
 		frames = append(frames, leaf)
 	}
-	sc[strings.Join(frames, stackSep)]++
+	sc[strings.Join(frames, stackSep)] += n
 }
 
 // stackFrame returns the escaped name of a stack frame, "sym+0xoff

@@ -37,7 +37,7 @@ func NewHTML(w io.Writer) *HTML {
 // Call adds c to the figures and the flame graph.
 func (h *HTML) Call(c *call.Call) error {
 	h.funcs.add(c)
-	h.stacks.add(c)
+	h.stacks.add(c.Func, c.Module, c.UStack, c.Stack, 1)
 	return nil
 }
 

@@ -31,6 +31,7 @@ static __always_inline int emit(void *ctx, struct frame *f, __u64 ret, __u64 tra
 		return 0;
 	if (aggregate) {
 		tally(f->rec.func, entry, f->rec.exit_ts - f->rec.entry_ts, ret);
+		count_stack(ctx, f->rec.func, f->rec.stack);
 		return 0;
 	}
 	if (entry)
@@ -76,6 +77,7 @@ static __always_inline int send(void *ctx, struct call *c, __u32 d, __u64 ret, i
 		return 0;
 	if (aggregate) {
 		tally(c->func, 1, now - c->entry_ts, ret);
+		count_stack(ctx, c->func, c->stack);
 		return 0;
 	}
 	us = ustack(ctx);

@@ -154,6 +154,7 @@ struct shared {
 	enum counter counter;
 	enum filter_place filter_place;
 	enum hist_layout hist_layout;
+	enum stack_mark stack_mark;
 	struct tracked tracked;
 };
 const struct shared *shared __attribute__((unused));

@@ -256,6 +256,7 @@ enum counter {
 	CNT_TRACK_FREED,  /* --track: objects untracked by a free function */
 	CNT_TRACK_EXPIRED, /* --track: objects untracked because no traced call received them in time */
 	CNT_UNTRACKED,    /* --track: entries left out, receiving no tracked object */
+	CNT_MISS_STACK_COUNT, /* --stats --stack: calls the stack_counts map had no room for */
 	CNT_MAX,
 };
 
@@ -278,6 +279,22 @@ struct func_stats {
 	__u64 total_ns; /* the durations of the calls whose entry was seen */
 	__u64 max_ns;   /* the longest (set without a lock: a race may keep the other) */
 	__u64 hist[HIST_BUCKETS];
+	__u64 unstacked; /* --stack: the calls the stack_counts map had no room for */
+};
+
+/* stack_count_key holds what an aggregating trace with stacks counts a
+ * function's calls by (stack_counts in stack.h). */
+struct stack_count_key {
+	__u32 func;
+	__u32 pid;    /* with a user stack, the process whose addresses it holds; else 0 */
+	__u32 stack;  /* the id + 1 of the kernel stack in the stacks map, 0 for none, or STACK_LOST */
+	__u32 ustack; /* the same of the user stack in the ustacks map */
+};
+
+/* stack_mark marks a stack_count_key's stack that its map could not take
+ * (above every id + 1: see MAX_STACKS). */
+enum stack_mark {
+	STACK_LOST = 0xffff,
 };
 
 /* tracked is an object --track follows, in the tracks map by its

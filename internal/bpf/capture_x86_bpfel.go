@@ -44,31 +44,32 @@ const (
 type CaptureCounter uint32
 
 const (
-	CaptureCounterCNT_CALLS          CaptureCounter = 0
-	CaptureCounterCNT_DROPS          CaptureCounter = 1
-	CaptureCounterCNT_MISS_STORAGE   CaptureCounter = 2
-	CaptureCounterCNT_MISS_DEPTH     CaptureCounter = 3
-	CaptureCounterCNT_MISS_ENTRY     CaptureCounter = 4
-	CaptureCounterCNT_MISS_EXIT      CaptureCounter = 5
-	CaptureCounterCNT_FILTERED       CaptureCounter = 6
-	CaptureCounterCNT_FILTERED_EXPR  CaptureCounter = 7
-	CaptureCounterCNT_FILTERED_EXIT  CaptureCounter = 8
-	CaptureCounterCNT_COOKIE_LOOKUPS CaptureCounter = 9
-	CaptureCounterCNT_MISS_FRAME     CaptureCounter = 10
-	CaptureCounterCNT_MISS_PIDS      CaptureCounter = 11
-	CaptureCounterCNT_MISS_ERRNO     CaptureCounter = 12
-	CaptureCounterCNT_OUTSIDE_ENTRY  CaptureCounter = 13
-	CaptureCounterCNT_CHAINS         CaptureCounter = 14
-	CaptureCounterCNT_MISS_CHAIN     CaptureCounter = 15
-	CaptureCounterCNT_MISS_STACK     CaptureCounter = 16
-	CaptureCounterCNT_MISS_USTACK    CaptureCounter = 17
-	CaptureCounterCNT_STALE_GATES    CaptureCounter = 18
-	CaptureCounterCNT_JOURNEYS       CaptureCounter = 19
-	CaptureCounterCNT_TRACKED        CaptureCounter = 20
-	CaptureCounterCNT_TRACK_FREED    CaptureCounter = 21
-	CaptureCounterCNT_TRACK_EXPIRED  CaptureCounter = 22
-	CaptureCounterCNT_UNTRACKED      CaptureCounter = 23
-	CaptureCounterCNT_MAX            CaptureCounter = 24
+	CaptureCounterCNT_CALLS            CaptureCounter = 0
+	CaptureCounterCNT_DROPS            CaptureCounter = 1
+	CaptureCounterCNT_MISS_STORAGE     CaptureCounter = 2
+	CaptureCounterCNT_MISS_DEPTH       CaptureCounter = 3
+	CaptureCounterCNT_MISS_ENTRY       CaptureCounter = 4
+	CaptureCounterCNT_MISS_EXIT        CaptureCounter = 5
+	CaptureCounterCNT_FILTERED         CaptureCounter = 6
+	CaptureCounterCNT_FILTERED_EXPR    CaptureCounter = 7
+	CaptureCounterCNT_FILTERED_EXIT    CaptureCounter = 8
+	CaptureCounterCNT_COOKIE_LOOKUPS   CaptureCounter = 9
+	CaptureCounterCNT_MISS_FRAME       CaptureCounter = 10
+	CaptureCounterCNT_MISS_PIDS        CaptureCounter = 11
+	CaptureCounterCNT_MISS_ERRNO       CaptureCounter = 12
+	CaptureCounterCNT_OUTSIDE_ENTRY    CaptureCounter = 13
+	CaptureCounterCNT_CHAINS           CaptureCounter = 14
+	CaptureCounterCNT_MISS_CHAIN       CaptureCounter = 15
+	CaptureCounterCNT_MISS_STACK       CaptureCounter = 16
+	CaptureCounterCNT_MISS_USTACK      CaptureCounter = 17
+	CaptureCounterCNT_STALE_GATES      CaptureCounter = 18
+	CaptureCounterCNT_JOURNEYS         CaptureCounter = 19
+	CaptureCounterCNT_TRACKED          CaptureCounter = 20
+	CaptureCounterCNT_TRACK_FREED      CaptureCounter = 21
+	CaptureCounterCNT_TRACK_EXPIRED    CaptureCounter = 22
+	CaptureCounterCNT_UNTRACKED        CaptureCounter = 23
+	CaptureCounterCNT_MISS_STACK_COUNT CaptureCounter = 24
+	CaptureCounterCNT_MAX              CaptureCounter = 25
 )
 
 type CaptureErrKind uint32
@@ -105,11 +106,12 @@ type CaptureFrameKey struct {
 }
 
 type CaptureFuncStats struct {
-	_       structs.HostLayout
-	Errors  uint64
-	TotalNs uint64
-	MaxNs   uint64
-	Hist    [256]uint64
+	_         structs.HostLayout
+	Errors    uint64
+	TotalNs   uint64
+	MaxNs     uint64
+	Hist      [256]uint64
+	Unstacked uint64
 }
 
 type CaptureHistLayout uint32
@@ -245,6 +247,20 @@ const (
 	CaptureSrcFlagSRC_STACK CaptureSrcFlag = 32768
 )
 
+type CaptureStackCountKey struct {
+	_      structs.HostLayout
+	Func   uint32
+	Pid    uint32
+	Stack  uint32
+	Ustack uint32
+}
+
+type CaptureStackMark uint32
+
+const (
+	CaptureStackMarkSTACK_LOST CaptureStackMark = 65535
+)
+
 type CaptureTracked struct {
 	_       structs.HostLayout
 	Journey uint64
@@ -268,6 +284,7 @@ const (
 	CaptureMapPlans                 = "plans"
 	CaptureMapScratches             = "scratches"
 	CaptureMapShadows               = "shadows"
+	CaptureMapStackCounts           = "stack_counts"
 	CaptureMapStacks                = "stacks"
 	CaptureMapStats                 = "stats"
 	CaptureMapTracks                = "tracks"
@@ -378,23 +395,24 @@ type CaptureProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CaptureMapSpecs struct {
-	CallCounts *ebpf.MapSpec `ebpf:"call_counts"`
-	Chains     *ebpf.MapSpec `ebpf:"chains"`
-	Counters   *ebpf.MapSpec `ebpf:"counters"`
-	Errnos     *ebpf.MapSpec `ebpf:"errnos"`
-	Events     *ebpf.MapSpec `ebpf:"events"`
-	Frames     *ebpf.MapSpec `ebpf:"frames"`
-	FuncIps    *ebpf.MapSpec `ebpf:"func_ips"`
-	Journeys   *ebpf.MapSpec `ebpf:"journeys"`
-	Nspids     *ebpf.MapSpec `ebpf:"nspids"`
-	Pids       *ebpf.MapSpec `ebpf:"pids"`
-	Plans      *ebpf.MapSpec `ebpf:"plans"`
-	Scratches  *ebpf.MapSpec `ebpf:"scratches"`
-	Shadows    *ebpf.MapSpec `ebpf:"shadows"`
-	Stacks     *ebpf.MapSpec `ebpf:"stacks"`
-	Stats      *ebpf.MapSpec `ebpf:"stats"`
-	Tracks     *ebpf.MapSpec `ebpf:"tracks"`
-	Ustacks    *ebpf.MapSpec `ebpf:"ustacks"`
+	CallCounts  *ebpf.MapSpec `ebpf:"call_counts"`
+	Chains      *ebpf.MapSpec `ebpf:"chains"`
+	Counters    *ebpf.MapSpec `ebpf:"counters"`
+	Errnos      *ebpf.MapSpec `ebpf:"errnos"`
+	Events      *ebpf.MapSpec `ebpf:"events"`
+	Frames      *ebpf.MapSpec `ebpf:"frames"`
+	FuncIps     *ebpf.MapSpec `ebpf:"func_ips"`
+	Journeys    *ebpf.MapSpec `ebpf:"journeys"`
+	Nspids      *ebpf.MapSpec `ebpf:"nspids"`
+	Pids        *ebpf.MapSpec `ebpf:"pids"`
+	Plans       *ebpf.MapSpec `ebpf:"plans"`
+	Scratches   *ebpf.MapSpec `ebpf:"scratches"`
+	Shadows     *ebpf.MapSpec `ebpf:"shadows"`
+	StackCounts *ebpf.MapSpec `ebpf:"stack_counts"`
+	Stacks      *ebpf.MapSpec `ebpf:"stacks"`
+	Stats       *ebpf.MapSpec `ebpf:"stats"`
+	Tracks      *ebpf.MapSpec `ebpf:"tracks"`
+	Ustacks     *ebpf.MapSpec `ebpf:"ustacks"`
 }
 
 // CaptureVariableSpecs contains global variables before they are loaded into the kernel.
@@ -449,23 +467,24 @@ func (o *CaptureObjects) Close() error {
 //
 // It can be passed to LoadCaptureObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CaptureMaps struct {
-	CallCounts *ebpf.Map `ebpf:"call_counts"`
-	Chains     *ebpf.Map `ebpf:"chains"`
-	Counters   *ebpf.Map `ebpf:"counters"`
-	Errnos     *ebpf.Map `ebpf:"errnos"`
-	Events     *ebpf.Map `ebpf:"events"`
-	Frames     *ebpf.Map `ebpf:"frames"`
-	FuncIps    *ebpf.Map `ebpf:"func_ips"`
-	Journeys   *ebpf.Map `ebpf:"journeys"`
-	Nspids     *ebpf.Map `ebpf:"nspids"`
-	Pids       *ebpf.Map `ebpf:"pids"`
-	Plans      *ebpf.Map `ebpf:"plans"`
-	Scratches  *ebpf.Map `ebpf:"scratches"`
-	Shadows    *ebpf.Map `ebpf:"shadows"`
-	Stacks     *ebpf.Map `ebpf:"stacks"`
-	Stats      *ebpf.Map `ebpf:"stats"`
-	Tracks     *ebpf.Map `ebpf:"tracks"`
-	Ustacks    *ebpf.Map `ebpf:"ustacks"`
+	CallCounts  *ebpf.Map `ebpf:"call_counts"`
+	Chains      *ebpf.Map `ebpf:"chains"`
+	Counters    *ebpf.Map `ebpf:"counters"`
+	Errnos      *ebpf.Map `ebpf:"errnos"`
+	Events      *ebpf.Map `ebpf:"events"`
+	Frames      *ebpf.Map `ebpf:"frames"`
+	FuncIps     *ebpf.Map `ebpf:"func_ips"`
+	Journeys    *ebpf.Map `ebpf:"journeys"`
+	Nspids      *ebpf.Map `ebpf:"nspids"`
+	Pids        *ebpf.Map `ebpf:"pids"`
+	Plans       *ebpf.Map `ebpf:"plans"`
+	Scratches   *ebpf.Map `ebpf:"scratches"`
+	Shadows     *ebpf.Map `ebpf:"shadows"`
+	StackCounts *ebpf.Map `ebpf:"stack_counts"`
+	Stacks      *ebpf.Map `ebpf:"stacks"`
+	Stats       *ebpf.Map `ebpf:"stats"`
+	Tracks      *ebpf.Map `ebpf:"tracks"`
+	Ustacks     *ebpf.Map `ebpf:"ustacks"`
 }
 
 func (m *CaptureMaps) Close() error {
@@ -483,6 +502,7 @@ func (m *CaptureMaps) Close() error {
 		m.Plans,
 		m.Scratches,
 		m.Shadows,
+		m.StackCounts,
 		m.Stacks,
 		m.Stats,
 		m.Tracks,

@@ -60,11 +60,12 @@ type CaptureLeanFrameKey struct {
 }
 
 type CaptureLeanFuncStats struct {
-	_       structs.HostLayout
-	Errors  uint64
-	TotalNs uint64
-	MaxNs   uint64
-	Hist    [256]uint64
+	_         structs.HostLayout
+	Errors    uint64
+	TotalNs   uint64
+	MaxNs     uint64
+	Hist      [256]uint64
+	Unstacked uint64
 }
 
 type CaptureLeanIpFunc struct {
@@ -121,6 +122,14 @@ type CaptureLeanShadow struct {
 	}
 }
 
+type CaptureLeanStackCountKey struct {
+	_      structs.HostLayout
+	Func   uint32
+	Pid    uint32
+	Stack  uint32
+	Ustack uint32
+}
+
 type CaptureLeanTracked struct {
 	_       structs.HostLayout
 	Journey uint64
@@ -144,6 +153,7 @@ const (
 	CaptureLeanMapPlans                 = "plans"
 	CaptureLeanMapScratches             = "scratches"
 	CaptureLeanMapShadows               = "shadows"
+	CaptureLeanMapStackCounts           = "stack_counts"
 	CaptureLeanMapStacks                = "stacks"
 	CaptureLeanMapStats                 = "stats"
 	CaptureLeanMapTracks                = "tracks"
@@ -233,23 +243,24 @@ type CaptureLeanProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CaptureLeanMapSpecs struct {
-	CallCounts *ebpf.MapSpec `ebpf:"call_counts"`
-	Chains     *ebpf.MapSpec `ebpf:"chains"`
-	Counters   *ebpf.MapSpec `ebpf:"counters"`
-	Errnos     *ebpf.MapSpec `ebpf:"errnos"`
-	Events     *ebpf.MapSpec `ebpf:"events"`
-	Frames     *ebpf.MapSpec `ebpf:"frames"`
-	FuncIps    *ebpf.MapSpec `ebpf:"func_ips"`
-	Journeys   *ebpf.MapSpec `ebpf:"journeys"`
-	Nspids     *ebpf.MapSpec `ebpf:"nspids"`
-	Pids       *ebpf.MapSpec `ebpf:"pids"`
-	Plans      *ebpf.MapSpec `ebpf:"plans"`
-	Scratches  *ebpf.MapSpec `ebpf:"scratches"`
-	Shadows    *ebpf.MapSpec `ebpf:"shadows"`
-	Stacks     *ebpf.MapSpec `ebpf:"stacks"`
-	Stats      *ebpf.MapSpec `ebpf:"stats"`
-	Tracks     *ebpf.MapSpec `ebpf:"tracks"`
-	Ustacks    *ebpf.MapSpec `ebpf:"ustacks"`
+	CallCounts  *ebpf.MapSpec `ebpf:"call_counts"`
+	Chains      *ebpf.MapSpec `ebpf:"chains"`
+	Counters    *ebpf.MapSpec `ebpf:"counters"`
+	Errnos      *ebpf.MapSpec `ebpf:"errnos"`
+	Events      *ebpf.MapSpec `ebpf:"events"`
+	Frames      *ebpf.MapSpec `ebpf:"frames"`
+	FuncIps     *ebpf.MapSpec `ebpf:"func_ips"`
+	Journeys    *ebpf.MapSpec `ebpf:"journeys"`
+	Nspids      *ebpf.MapSpec `ebpf:"nspids"`
+	Pids        *ebpf.MapSpec `ebpf:"pids"`
+	Plans       *ebpf.MapSpec `ebpf:"plans"`
+	Scratches   *ebpf.MapSpec `ebpf:"scratches"`
+	Shadows     *ebpf.MapSpec `ebpf:"shadows"`
+	StackCounts *ebpf.MapSpec `ebpf:"stack_counts"`
+	Stacks      *ebpf.MapSpec `ebpf:"stacks"`
+	Stats       *ebpf.MapSpec `ebpf:"stats"`
+	Tracks      *ebpf.MapSpec `ebpf:"tracks"`
+	Ustacks     *ebpf.MapSpec `ebpf:"ustacks"`
 }
 
 // CaptureLeanVariableSpecs contains global variables before they are loaded into the kernel.
@@ -283,23 +294,24 @@ func (o *CaptureLeanObjects) Close() error {
 //
 // It can be passed to LoadCaptureLeanObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CaptureLeanMaps struct {
-	CallCounts *ebpf.Map `ebpf:"call_counts"`
-	Chains     *ebpf.Map `ebpf:"chains"`
-	Counters   *ebpf.Map `ebpf:"counters"`
-	Errnos     *ebpf.Map `ebpf:"errnos"`
-	Events     *ebpf.Map `ebpf:"events"`
-	Frames     *ebpf.Map `ebpf:"frames"`
-	FuncIps    *ebpf.Map `ebpf:"func_ips"`
-	Journeys   *ebpf.Map `ebpf:"journeys"`
-	Nspids     *ebpf.Map `ebpf:"nspids"`
-	Pids       *ebpf.Map `ebpf:"pids"`
-	Plans      *ebpf.Map `ebpf:"plans"`
-	Scratches  *ebpf.Map `ebpf:"scratches"`
-	Shadows    *ebpf.Map `ebpf:"shadows"`
-	Stacks     *ebpf.Map `ebpf:"stacks"`
-	Stats      *ebpf.Map `ebpf:"stats"`
-	Tracks     *ebpf.Map `ebpf:"tracks"`
-	Ustacks    *ebpf.Map `ebpf:"ustacks"`
+	CallCounts  *ebpf.Map `ebpf:"call_counts"`
+	Chains      *ebpf.Map `ebpf:"chains"`
+	Counters    *ebpf.Map `ebpf:"counters"`
+	Errnos      *ebpf.Map `ebpf:"errnos"`
+	Events      *ebpf.Map `ebpf:"events"`
+	Frames      *ebpf.Map `ebpf:"frames"`
+	FuncIps     *ebpf.Map `ebpf:"func_ips"`
+	Journeys    *ebpf.Map `ebpf:"journeys"`
+	Nspids      *ebpf.Map `ebpf:"nspids"`
+	Pids        *ebpf.Map `ebpf:"pids"`
+	Plans       *ebpf.Map `ebpf:"plans"`
+	Scratches   *ebpf.Map `ebpf:"scratches"`
+	Shadows     *ebpf.Map `ebpf:"shadows"`
+	StackCounts *ebpf.Map `ebpf:"stack_counts"`
+	Stacks      *ebpf.Map `ebpf:"stacks"`
+	Stats       *ebpf.Map `ebpf:"stats"`
+	Tracks      *ebpf.Map `ebpf:"tracks"`
+	Ustacks     *ebpf.Map `ebpf:"ustacks"`
 }
 
 func (m *CaptureLeanMaps) Close() error {
@@ -317,6 +329,7 @@ func (m *CaptureLeanMaps) Close() error {
 		m.Plans,
 		m.Scratches,
 		m.Shadows,
+		m.StackCounts,
 		m.Stacks,
 		m.Stats,
 		m.Tracks,

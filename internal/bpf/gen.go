@@ -8,5 +8,5 @@
 // checks they match the sources.
 package bpf
 
-//go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target amd64,arm64 -type record -type plan -type limit -type cap_kind -type src_flag -type err_kind -type plan_flag -type cookie_bit -type rec_flag -type ip_hash -type filter_place -type hist_layout -type func_stats -type errno_key -type tracked -type counter -cflags "-O2 -g -Wall -Werror" Capture capture.c -- -I/usr/include/x86_64-linux-gnu
+//go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target amd64,arm64 -type record -type plan -type limit -type cap_kind -type src_flag -type err_kind -type plan_flag -type cookie_bit -type rec_flag -type ip_hash -type filter_place -type hist_layout -type func_stats -type errno_key -type stack_count_key -type stack_mark -type tracked -type counter -cflags "-O2 -g -Wall -Werror" Capture capture.c -- -I/usr/include/x86_64-linux-gnu
 //go:generate go tool bpf2go -cc clang-19 -strip llvm-strip-19 -target amd64,arm64 -cflags "-O2 -g -Wall -Werror -DTRAWL_LEAN" CaptureLean capture.c -- -I/usr/include/x86_64-linux-gnu

@@ -59,6 +59,17 @@ static __always_inline struct shadow *get_shadow(int create)
 	return s;
 }
 
+/* current_tgid returns the current task's process id, as who does. */
+static __always_inline __u32 current_tgid(void)
+{
+	struct bpf_pidns_info ns;
+
+	if (!pidns_ino)
+		return bpf_get_current_pid_tgid() >> 32;
+	ns_ids(&ns);
+	return ns.tgid;
+}
+
 /* current_comm copies the current task's name. */
 static __always_inline void current_comm(__u64 name[2])
 {
