@@ -477,6 +477,8 @@ func (s *Session) ready(cat *kernel.Catalogue, cfg Config) {
 		s.ustacks = &userStacks{m: s.capture.Collection.Maps[bpf.CaptureMapUstacks], sym: ustack.New(), cache: map[userKey][]string{}}
 		if err := s.ustacks.sym.Watch(); err != nil {
 			cfg.Notify(fmt.Sprintf("--stack: %v: the user stacks of processes that exit before their calls are read show addresses", err))
+		} else if cfg.Aggregate {
+			s.followMappings()
 		}
 	}
 }

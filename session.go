@@ -39,8 +39,8 @@ var ErrNoMatch = errors.New("pattern selects no traceable function")
 // backend that loads programs per function (fentry, fsession).
 var ErrNotEnoughMemory = errors.New("not enough memory")
 
-// ErrNotAggregating is returned by FunctionStats of a session that sends
-// each call (Config.Aggregate not set).
+// ErrNotAggregating is returned by FunctionStats and StackCounts of a
+// session that sends each call (Config.Aggregate not set).
 var ErrNotAggregating = errors.New("the session sends each call: it counts no statistics in the kernel")
 
 // OpenError is returned by Open when it failed (or was cancelled) after
@@ -57,10 +57,10 @@ func (e *OpenError) Unwrap() error { return e.Err }
 // Session is a running trace.
 //
 // Its methods may be called from several goroutines at once: Close, Stop,
-// Stats and FunctionStats while another goroutine blocks in Read (Close
-// makes that Read return ErrClosed at once), and Stats and FunctionStats
-// while Close detaches (they return the final counters once Close has
-// read them). Reads from several goroutines take turns, as do Read and
+// Stats, FunctionStats and StackCounts while another goroutine blocks in
+// Read (Close makes that Read return ErrClosed at once), and Stats,
+// FunctionStats and StackCounts while Close detaches (they return the
+// final counters once Close has read them). Reads from several goroutines take turns, as do Read and
 // Discard. SetDeadline waits for a Read in progress: set it from the
 // goroutine that reads.
 type Session struct {
@@ -128,6 +128,8 @@ type Session struct {
 	// stackMu makes StackCounts take turns with the symbolisers.
 	finalStackCounts []StackCount
 	stackMu          sync.Mutex
+	// unfollow stops followMappings, and waits until it has.
+	unfollow func()
 	// release lets the kernel's catalogue go, unless another session
 	// holds it.
 	release func()
@@ -414,6 +416,9 @@ func (s *Session) Close() error {
 func (s *Session) close() error {
 	var errs []error
 	s.closeOnce.Do(func() {
+		if s.unfollow != nil {
+			s.unfollow()
+		}
 		s.mu.Lock()
 		s.closing.Store(true)
 		if s.attached != nil && s.capture.Collection != nil {

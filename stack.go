@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -142,6 +143,38 @@ func tracepointRunner(frame string) bool {
 		}
 	}
 	return false
+}
+
+// followEvery is how often an aggregating session with user stacks reads
+// the kernel's mapping events: often enough that its buffers, about 2000
+// mappings a CPU, do not fill between two reads.
+const followEvery = 500 * time.Millisecond
+
+// followMappings reads the kernel's mapping events every followEvery
+// until unfollow: in an aggregating session, which names no stack
+// before StackCounts, nothing else reads them, and those of processes
+// that exit meanwhile would be dropped once the buffers fill.
+func (s *Session) followMappings() {
+	stop, done := make(chan struct{}), make(chan struct{})
+	s.unfollow = func() {
+		close(stop)
+		<-done
+	}
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(followEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				s.stackMu.Lock()
+				s.ustacks.sym.CatchUp()
+				s.stackMu.Unlock()
+			}
+		}
+	}()
 }
 
 // maxUserStacks bounds the user stacks kept symbolised; past it, they are

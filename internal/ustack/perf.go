@@ -96,6 +96,11 @@ func (w *watcher) close() {
 	w.cpus = nil
 }
 
+// CatchUp applies the mapping events the kernel wrote since the last call
+// (Watch), as naming a stack does: call it now and then while no stacks
+// are named, before the kernel's buffers of events fill and drop some.
+func (s *Symbolizer) CatchUp() { s.catchUp() }
+
 // catchUp applies the events written since the last call.
 func (s *Symbolizer) catchUp() {
 	if s.watch == nil {
