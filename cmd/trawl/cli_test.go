@@ -89,7 +89,8 @@ func TestVersion(t *testing.T) {
 }
 
 // TestFormatAliases checks that each output flag is taken alone, and
-// refused beside any other: --format and its aliases choose one format.
+// refused beside any other: --format and its aliases choose one format,
+// but for --stats with -f folded, which counts by stack in the kernel.
 // (The guest's TestFormats checks what each writes.)
 func TestFormatAliases(t *testing.T) {
 	guest.HostOnly(t)
@@ -112,6 +113,10 @@ func TestFormatAliases(t *testing.T) {
 		for _, b := range choices {
 			if isFormat(a) && isFormat(b) || slices.Equal(a, b) {
 				continue // the last --format counts
+			}
+			if foldedStats := [][]string{{"--stats"}, {"-f", "folded"}}; slices.ContainsFunc(foldedStats, func(c []string) bool { return slices.Equal(a, c) }) &&
+				slices.ContainsFunc(foldedStats, func(c []string) bool { return slices.Equal(b, c) }) {
+				continue
 			}
 			args := append(append(slices.Clone(a), b...), "vfs_read")
 			_, stderr, status := runReal(t, args...)
@@ -138,6 +143,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--ring-buffer-size", "4G", "vfs_read"}, "power of two"},
 		{[]string{"--ring-buffer-size", "lots", "vfs_read"}, "want a number of bytes"},
 		{[]string{"--interval", "1s", "-f", "json", "vfs_read"}, "--interval needs --stats"},
+		{[]string{"--stats", "-f", "folded", "--hist", "vfs_read", "vfs_read"}, "--hist goes with the table of --stats, not -f folded"},
+		{[]string{"--stats", "--stack", "vfs_read"}, "--stack with --stats counts the calls by stack for a flame graph: add -f folded"},
+		{[]string{"--stats", "-f", "json", "vfs_read"}, "--stats goes with -f folded alone"},
+		{[]string{"--stack-counts", "10", "-f", "folded", "--stack", "vfs_read"}, "--stack-counts needs --stats -f folded --stack"},
+		{[]string{"--stack-counts", "0", "--stats", "-f", "folded", "--stack", "vfs_read"}, "--stack-counts must be at least 1, got 0"},
 		{[]string{"-json", "vfs_read"}, "unknown shorthand flag: 'j' in -json"},
 		{[]string{"-z", "vfs_read"}, "unknown shorthand flag: 'z'"},
 		{[]string{"list", "-root", ".", "x"}, "unknown shorthand flag: 'r' in -root"},

@@ -71,7 +71,7 @@ var manExamples = []struct{ question, command string }{
 	{"Why did this fail, and where was the error born?", `trawl --entry do_sys_openat2 --errors --stack path_openat link_path_walk -- cat go.mod/x`},
 	{"Where did this packet go?", `trawl --track skb --filter 'skb->len == 1234' '*(struct sk_buff *)'`},
 	{"What is hot, and how slow?", `trawl -f stats -d 10s 'vfs_*'`},
-	{"Where does the time go, as a flame graph?", `trawl -f folded --stack -o vfs.folded -d 10s 'vfs_*'`},
+	{"Where does the time go, as a flame graph?", `trawl --stats -f folded --stack -o vfs.folded -d 10s 'vfs_*'`},
 	{"All of it, on one page?", `trawl -f html --stack -o trace.html -d 10s 'tcp_*'`},
 	{"What happens under one call?", `trawl --entry do_sys_openat2 -f tree '*'`},
 	{"What does this command do, and only it?", `trawl 'vfs_*' -- make`},

@@ -40,7 +40,7 @@ func (f *traceFlags) wrapOTLP(ctx context.Context, r render.Renderer, s *trawl.S
 		Values: otlp.Values(f.otlpValues), AttributeLimit: f.otlpLimit}
 	o := &otlpOutput{inner: r, ctx: ctx}
 	var err error
-	if f.outputFormat() == formatStats {
+	if f.aggregate() {
 		if o.metrics, err = otlp.NewMetrics(ctx, s, opts); err != nil {
 			return nil, fmt.Errorf("--otlp: %w", err)
 		}

@@ -351,6 +351,9 @@ func summary(w io.Writer, st trawl.Stats, all bool) {
 	if st.MissUserStack > 0 {
 		fmt.Fprintf(w, "trawl: --stack: %d calls without their user stack (stack map full or hash collision)\n", st.MissUserStack)
 	}
+	if st.MissStackCount > 0 {
+		fmt.Fprintf(w, "trawl: --stack: %d calls counted without their stacks, as [stack-not-counted] (more distinct stacks than --stack-counts)\n", st.MissStackCount)
+	}
 	if st.ShortUserStack > 0 {
 		fmt.Fprintf(w, "trawl: --stack: %d distinct user stacks end early, in code without frame pointers: shown as far as they go\n", st.ShortUserStack)
 	}

@@ -43,6 +43,7 @@ type traceFlags struct {
 	entries     []string
 	errnos      string
 	stack       stackKind
+	stackCounts int
 	filter      string
 	track       string
 	trackFor    time.Duration
@@ -137,12 +138,13 @@ func (f *traceFlags) register(cmd *cobra.Command) {
 	// How to write them.
 	fs.Var(&f.stack, "stack", "show each call's stacks: `WHICH` is kernel (its kernel stack at its entry; of an error chain, the origin's), user (its task's user stack, by frame pointers) or both, what --stack alone takes; a value goes after an equals sign, --stack=user")
 	fs.Lookup("stack").NoOptDefVal = stackBoth
-	fs.StringVarP(&f.format, "format", "f", formatText, "write `FORMAT`: text (a line per call), tree (a call tree per task), json (a JSON object per call), perfetto (Perfetto's protobuf trace, needs -o), chrome-json (the Chrome JSON trace), stats (counts, errors, latency percentiles), folded (call counts by kernel stack for flame graphs, at the end: with --stack, the traced function under its callers; without, the function alone), html (a page written at the end: a table of the functions, their latency histograms and a flame graph of the stacks)")
+	fs.IntVar(&f.stackCounts, "stack-counts", 0, "with --stats -f folded --stack, count the calls under at most `N` distinct stacks (a function, its stacks and, with a user stack, its process) at about 100 bytes of kernel memory each (default 65536): the calls under others count as [stack-not-counted]")
+	fs.StringVarP(&f.format, "format", "f", formatText, "write `FORMAT`: text (a line per call), tree (a call tree per task), json (a JSON object per call), perfetto (Perfetto's protobuf trace, needs -o), chrome-json (the Chrome JSON trace), stats (counts, errors, latency percentiles), folded (call counts by stack for flame graphs, at the end: with --stack, the traced function under its callers; without, the function alone; with --stats, counted in the kernel), html (a page written at the end: a table of the functions, their latency histograms and a flame graph of the stacks)")
 	fs.StringVarP(&f.output, "output", "o", "", "write to `FILE` instead of standard output")
 	fs.BoolVar(&f.json, "json", false, "same as --format json (schema: docs/json-schema.md)")
 	fs.BoolVar(&f.tree, "tree", false, "same as --format tree")
 	fs.StringVar(&f.perfetto, "perfetto", "", "same as --format perfetto -o `FILE`")
-	fs.BoolVar(&f.stats, "stats", false, "same as --format stats")
+	fs.BoolVar(&f.stats, "stats", false, "same as --format stats; with -f folded, count the calls by stack in the kernel, none lost at any rate")
 	fs.DurationVar(&f.interval, "interval", 0, "with --format stats, refresh the table every `D`")
 	fs.StringVar(&f.sortBy, "sort", "count", "with --format stats, sort by `COLUMN`: "+strings.Join(render.SortColumns, ", "))
 	fs.StringVar(&f.hist, "hist", "", "with --format stats, show the latency histogram of `FUNC`")
@@ -244,21 +246,38 @@ func (f *traceFlags) validate(command []string) error {
 		return bad("--errno: %v", err)
 	}
 	n := 0
-	for _, set := range []bool{f.set["format"], f.json, f.tree, f.perfetto != "", f.stats} {
+	// --stats -f folded counts the calls by stack in the kernel.
+	foldedStats := f.stats && f.set["format"] && f.format == formatFolded
+	for _, set := range []bool{f.set["format"] && !foldedStats, f.json, f.tree, f.perfetto != "", f.stats} {
 		if set {
 			n++
 		}
 	}
 	if n > 1 {
-		return bad("choose one of --format, --json, --tree, --perfetto and --stats")
+		return bad("choose one of --format, --json, --tree, --perfetto and --stats (--stats goes with -f folded alone)")
 	}
 	if !slices.Contains(formats, f.format) {
 		return bad("--format %q: want one of %s", f.format, strings.Join(formats, ", "))
 	}
-	for _, name := range []string{"interval", "sort", "hist", "listen"} {
-		if f.set[name] && f.outputFormat() != formatStats {
+	for _, name := range []string{"interval", "sort", "hist"} {
+		switch {
+		case f.set[name] && foldedStats:
+			return bad("--%s goes with the table of --stats, not -f folded", name)
+		case f.set[name] && f.outputFormat() != formatStats:
 			return bad("--%s needs --stats (or --format stats)", name)
 		}
+	}
+	if f.set["listen"] && !f.aggregate() {
+		return bad("--listen needs --stats (or --format stats)")
+	}
+	if f.set["stack"] && f.outputFormat() == formatStats {
+		return bad("--stack with --stats counts the calls by stack for a flame graph: add -f folded")
+	}
+	if f.set["stack-counts"] && (!foldedStats || !f.set["stack"]) {
+		return bad("--stack-counts needs --stats -f folded --stack")
+	}
+	if f.set["stack-counts"] && f.stackCounts < 1 {
+		return bad("--stack-counts must be at least 1, got %d", f.stackCounts)
 	}
 	if f.set["pprof"] && f.listen == "" {
 		return bad("--pprof needs --listen")
@@ -275,7 +294,7 @@ func (f *traceFlags) validate(command []string) error {
 		switch {
 		case f.set[name] && f.otlp == "":
 			return bad("--%s needs --otlp", name)
-		case f.set[name] && f.outputFormat() == formatStats:
+		case f.set[name] && f.aggregate():
 			return bad("--%s shapes the spans: with --stats, --otlp exports metrics, which carry no values", name)
 		}
 	}
@@ -639,7 +658,8 @@ func (f *traceFlags) config(patterns []string) trawl.Config {
 	}
 	cfg.RingBufferSize = int(f.ringBuffer)
 	cfg.NoCache = f.noCache
-	cfg.Aggregate = f.outputFormat() == formatStats
+	cfg.Aggregate = f.aggregate()
+	cfg.StackCounts = f.stackCounts
 	return cfg
 }
 
@@ -791,10 +811,16 @@ func (f *traceFlags) outputFormat() string {
 		return formatTree
 	case f.perfetto != "":
 		return formatPerfetto
-	case f.stats:
+	case f.stats && !f.set["format"]:
 		return formatStats
 	}
 	return f.format
+}
+
+// aggregate says the kernel counts the calls, sending none: --stats, or
+// --format stats.
+func (f *traceFlags) aggregate() bool {
+	return f.stats || f.outputFormat() == formatStats
 }
 
 // open creates the output file of -o or --perfetto, or returns stdout,
@@ -835,7 +861,7 @@ func (f *traceFlags) renderer(ctx context.Context, w io.Writer, s *trawl.Session
 	}
 	var r render.Renderer
 	// With --otlp the calls are written out only when asked for.
-	if f.outputFormat() == formatStats || f.set["format"] || f.json || f.tree || f.perfetto != "" || f.output != "" {
+	if f.aggregate() || f.set["format"] || f.json || f.tree || f.perfetto != "" || f.output != "" {
 		var err error
 		if r, err = f.formatRenderer(w, s, opts); err != nil {
 			return nil, err
@@ -859,6 +885,10 @@ func (f *traceFlags) formatRenderer(w io.Writer, s *trawl.Session, opts render.O
 	case formatChromeJSON:
 		return render.NewChromeJSON(w), nil
 	case formatFolded:
+		if f.aggregate() {
+			// The kernel counts the calls by stack.
+			return render.NewFoldedCounts(w, s.StackCounts), nil
+		}
 		return render.NewFolded(w), nil
 	case formatHTML:
 		return render.NewHTML(w), nil
