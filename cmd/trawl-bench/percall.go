@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl"
+	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/cmd/trawl-bench/floor"
 	"github.com/trawl-dev/trawl/cmd/trawl-bench/measure"
 	"github.com/trawl-dev/trawl/internal/backend"
@@ -358,6 +359,7 @@ func calls(n int) uint64 { return uint64(n/10 + n/blocks*blocks) }
 type callRound struct {
 	base, empty, floor, trawl float64 // floor is NaN without floor programs
 	stats                     float64 // trawl's session with Config.Aggregate (--stats)
+	statsStack                float64 // the same with both stacks (--stats -f folded --stack)
 	statsFloor                float64 // the stats floor programs, NaN without them
 	show                      float64 // trawl's session with one --show expression
 	// gated is trawl with the function outside every --entry call, stack
@@ -374,6 +376,7 @@ type callRound struct {
 type callSeries struct {
 	base, empty, floor, trawl, stats, statsFloor, show    measure.Samples
 	gated, stack, ustack, untracked, filtered, gatedEmpty measure.Samples
+	statsStack                                            measure.Samples
 }
 
 // seriesOf returns the series of rounds rs.
@@ -384,6 +387,7 @@ func seriesOf(rs []callRound) callSeries {
 		s.stats, s.statsFloor, s.show = append(s.stats, r.stats), append(s.statsFloor, r.statsFloor), append(s.show, r.show)
 		s.gated, s.stack, s.untracked = append(s.gated, r.gated), append(s.stack, r.stack), append(s.untracked, r.untracked)
 		s.filtered, s.gatedEmpty, s.ustack = append(s.filtered, r.filtered), append(s.gatedEmpty, r.gatedEmpty), append(s.ustack, r.ustack)
+		s.statsStack = append(s.statsStack, r.statsStack)
 	}
 	return s
 }
@@ -492,8 +496,8 @@ func printStats(w io.Writer, rows []callRow) {
 // gate and of --stack.
 func printGateStack(w io.Writer, rows []callRow) {
 	fmt.Fprintf(w, "### Per call: the --entry gate and --stack\n\n")
-	fmt.Fprintf(w, "The same calls and rounds. Gated: trawl's session on `%s` with `--entry %s`, which the calls are never inside, so each is left out by the gate in the kernel (every call checked to be counted outside); gate ratio = (gated - baseline) / (empty - baseline), target at most 1.2, the empty programs being of the attach types trawl attaches with --entry (for fsession an fentry and an fexit program). Stack: trawl's session with `--stack=kernel` (every call checked to be captured with its stack); stack / trawl = (stack - baseline) / (trawl - baseline). User stack: the same with `--stack=user` (the bench's own Go frames, none missed). Medians of the rounds.\n\n", callFunc, gateEntry)
-	t := measure.NewTable(w, "backend", "empty - baseline", "gated - baseline", "gate ratio (median)", "gate ratio (min-max)", "trawl - baseline", "stack - baseline", "stack / trawl", "user stack - baseline", "user stack / trawl")
+	fmt.Fprintf(w, "The same calls and rounds. Gated: trawl's session on `%s` with `--entry %s`, which the calls are never inside, so each is left out by the gate in the kernel (every call checked to be counted outside); gate ratio = (gated - baseline) / (empty - baseline), target at most 1.2, the empty programs being of the attach types trawl attaches with --entry (for fsession an fentry and an fexit program). Stack: trawl's session with `--stack=kernel` (every call checked to be captured with its stack); stack / trawl = (stack - baseline) / (trawl - baseline). User stack: the same with `--stack=user` (the bench's own Go frames, none missed). Stats stack: trawl's session counting the calls by both stacks in the kernel, as `--stats -f folded --stack` does (every call checked to be counted under its stacks); stats stack / stats = (stats stack - baseline) / (stats - baseline). Medians of the rounds.\n\n", callFunc, gateEntry)
+	t := measure.NewTable(w, "backend", "empty - baseline", "gated - baseline", "gate ratio (median)", "gate ratio (min-max)", "trawl - baseline", "stack - baseline", "stack / trawl", "user stack - baseline", "user stack / trawl", "stats stack - baseline", "stats stack / stats")
 	for _, row := range rows {
 		s := row.s
 		if row.err != nil || len(s.gated) == 0 {
@@ -501,9 +505,11 @@ func printGateStack(w io.Writer, rows []callRow) {
 		}
 		ratios := measure.Over(s.gated, s.base, s.gatedEmpty)
 		base, empty, tr, gated, stack, ustack := s.base.Median(), s.gatedEmpty.Median(), s.trawl.Median(), s.gated.Median(), s.stack.Median(), s.ustack.Median()
+		st, statsStack := s.stats.Median(), s.statsStack.Median()
 		t.Row(row.backend, measure.Ns(empty-base), measure.Ns(gated-base), measure.Times(ratios.Median()), measure.Range(ratios),
 			measure.Ns(tr-base), measure.Ns(stack-base), measure.Times(measure.Ratio(stack, base, tr)),
-			measure.Ns(ustack-base), measure.Times(measure.Ratio(ustack, base, tr)))
+			measure.Ns(ustack-base), measure.Times(measure.Ratio(ustack, base, tr)),
+			measure.Ns(statsStack-base), measure.Times(measure.Ratio(statsStack, base, st)))
 	}
 	t.End()
 }
@@ -696,6 +702,21 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn trawl.Functio
 		return r, err
 	}
 
+	sess, err = trawl.Open(ctx, trawl.Config{Patterns: []string{callFunc}, Backend: trawl.Backend(b), Aggregate: true, Stack: true, UserStack: true})
+	if err != nil {
+		return r, err
+	}
+	statsStack, err := trig.perCall(n)
+	if err == nil {
+		err = checkStackCounted(sess, calls(n))
+	}
+	if cerr := sess.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return r, fmt.Errorf("--stats --stack: %w", err)
+	}
+
 	closers, counts, err := attachFloor(b, statsFloorProgs[b], fn)
 	if err != nil {
 		return r, fmt.Errorf("stats floor: %w", err)
@@ -728,7 +749,7 @@ func measureRound(ctx context.Context, trig *trigger, b string, fn trawl.Functio
 	if err != nil {
 		return r, err
 	}
-	r.base, r.empty, r.trawl, r.stats, r.show = base, empty, tr, st, show
+	r.base, r.empty, r.trawl, r.stats, r.show, r.statsStack = base, empty, tr, st, show, statsStack
 	r.gated, r.stack, r.ustack, r.untracked, r.filtered, r.gatedEmpty = gated, stack, ustack, untracked, filtered, gatedEmpty
 	return r, nil
 }
@@ -746,6 +767,26 @@ func checkCounted(s *trawl.Session, want uint64) error {
 	}
 	if len(fs) != 1 || fs[0].Calls != want || fs[0].Latency.Count() != want {
 		return fmt.Errorf("trawl --stats counted %v, want %d calls of %s", fs, want, callFunc)
+	}
+	return nil
+}
+
+// checkStackCounted makes sure trawl's program counted every call in the
+// kernel under its stacks, none lost.
+func checkStackCounted(s *trawl.Session, want uint64) error {
+	counts, err := s.StackCounts()
+	if err != nil {
+		return err
+	}
+	var sum uint64
+	for _, c := range counts {
+		if slices.Contains(c.Stack, call.LostStack) || slices.Contains(c.Stack, call.UncountedStack) || slices.Contains(c.UStack, call.LostStack) || len(c.UStack) == 0 {
+			return fmt.Errorf("trawl --stats --stack counted %d calls of %s without their stacks: %q, %q", c.Calls, c.Func, c.Stack, c.UStack)
+		}
+		sum += c.Calls
+	}
+	if sum != want {
+		return fmt.Errorf("trawl --stats --stack counted %d calls of %s by stack, want %d", sum, callFunc, want)
 	}
 	return nil
 }

@@ -17,10 +17,10 @@ import (
 // failed.
 func testRows() []callRow {
 	fentry := []callRound{
-		{base: 100, empty: 120, floor: 130, trawl: 150, stats: 140, statsFloor: 125, show: 160, gated: 110, stack: 200, ustack: 210, untracked: 115, filtered: 112, gatedEmpty: 120},
-		{base: 100, empty: 140, floor: 150, trawl: 180, stats: 160, statsFloor: 135, show: 190, gated: 120, stack: 260, ustack: 250, untracked: 125, filtered: 121, gatedEmpty: 130},
+		{base: 100, empty: 120, floor: 130, trawl: 150, stats: 140, statsFloor: 125, show: 160, gated: 110, stack: 200, ustack: 210, untracked: 115, filtered: 112, gatedEmpty: 120, statsStack: 170},
+		{base: 100, empty: 140, floor: 150, trawl: 180, stats: 160, statsFloor: 135, show: 190, gated: 120, stack: 260, ustack: 250, untracked: 125, filtered: 121, gatedEmpty: 130, statsStack: 190},
 	}
-	kprobe := []callRound{{base: 200, empty: 300, floor: math.NaN(), trawl: 350, stats: 325, statsFloor: math.NaN(), show: 400, gated: 250, stack: 450, ustack: 400, untracked: 260, filtered: 255, gatedEmpty: 300}}
+	kprobe := []callRound{{base: 200, empty: 300, floor: math.NaN(), trawl: 350, stats: 325, statsFloor: math.NaN(), show: 400, gated: 250, stack: 450, ustack: 400, untracked: 260, filtered: 255, gatedEmpty: 300, statsStack: 375}}
 	return []callRow{
 		{"fentry", seriesOf(fentry), nil},
 		{"kprobe-multi", seriesOf(kprobe), nil},
@@ -67,10 +67,12 @@ func TestPrintStatsGateTrack(t *testing.T) {
 		}},
 		// Gated over the gated empty programs, per round: 10 / 20 and
 		// 20 / 30; stack / trawl: (230 - 100) / (165 - 100) = 2, and
-		// the user stack's the same; kprobe-multi's (400 - 200) / 150.
+		// the user stack's the same; kprobe-multi's (400 - 200) / 150;
+		// stats stack / stats: (180 - 100) / (150 - 100), and
+		// kprobe-multi's (375 - 200) / (325 - 200).
 		{"gate", func(b *strings.Builder) { printGateStack(b, testRows()) }, []string{
-			"| fentry | 25 | 15 | 0.58 | 0.50-0.67 | 65 | 130 | 2.00 | 130 | 2.00 |",
-			"| kprobe-multi | 100 | 50 | 0.50 | 0.50-0.50 | 150 | 250 | 1.67 | 200 | 1.33 |",
+			"| fentry | 25 | 15 | 0.58 | 0.50-0.67 | 65 | 130 | 2.00 | 130 | 2.00 | 80 | 1.60 |",
+			"| kprobe-multi | 100 | 50 | 0.50 | 0.50-0.50 | 150 | 250 | 1.67 | 200 | 1.33 | 175 | 1.40 |",
 		}},
 		// Untracked over the empty programs, per round: 15 / 20 and 25 /
 		// 40.
