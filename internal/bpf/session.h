@@ -65,15 +65,16 @@ static __always_inline void session_exit(void *ctx, __u64 ret, int kprobe)
 }
 
 /* The lean --stats path of the session backends. When calls are only
- * counted, and nothing but the duration and the error decides which
- * (no --entry, --stack, --show or --filter expression), the entry keeps
- * the function and its start time in the session cookie, and the exit
- * counts the call: no shadow stack, no second lookup of the function.
+ * counted, and nothing but the duration and the error decides which (no
+ * --entry, --stack of either kind, --show or --filter expression), the
+ * entry keeps the function and its start time in the session cookie, and
+ * the exit counts the call: no shadow stack, no second lookup of the
+ * function.
  * The time keeps its low LEAN_TS_BITS bits (4.9 hours): a duration is
  * their difference, exact for any call shorter than that. */
 #define LEAN_TS_BITS 44
 #define LEAN_TS_MASK ((1ULL << LEAN_TS_BITS) - 1)
-#define lean_stats (aggregate && !entry_gate && !error_chains && !filter_at && !want_stack && !show_on)
+#define lean_stats (aggregate && !entry_gate && !error_chains && !filter_at && !want_stack && !want_ustack && !show_on)
 
 /* lean_entry notes a call of func in the session cookie. It returns
  * whether the exit run can be skipped. */
