@@ -38,6 +38,9 @@ const (
 	// it and Str the errno name without the sign, "" if it has none.
 	KindErrno
 	// KindStruct is a struct or union; Fields holds the members shown.
+	// Str, if set, is the one string a well-known struct reads as, made
+	// of its members (a task's "comm[pid]", a dentry's or a network
+	// device's name): text shows it in place of the members.
 	KindStruct
 	// KindArray is an array; Fields holds the elements shown.
 	KindArray

@@ -45,9 +45,10 @@ import (
 // "0xhex" strings, structs and unions are objects of member name -> value,
 // arrays are arrays. An object may hold "$more": N (N non-zero members not
 // shown), "$truncated": true (the captured bytes ended early),
-// "$elided": true (nested deeper than --depth) or "$cut": true (a struct
+// "$elided": true (nested deeper than --depth), "$cut": true (a struct
 // --depth reached that the per-call byte budget left out, with no
-// members). A cut array ends with
+// members) or "$short": "comm[pid]" (the one string a well-known struct
+// reads as, which text shows in its place). A cut array ends with
 // {"$more": N}. A value that was not captured is null.
 //
 // The encoder is hand-written, appending to a reused buffer without
@@ -274,6 +275,11 @@ func appendJSONObject(b []byte, v *call.Value) []byte {
 	}
 	if v.IsCut() {
 		b = appendMark(b, sep, `"$cut":true`)
+		sep = true
+	}
+	if v.Str != "" {
+		b = appendMark(b, sep, `"$short":`)
+		b = appendJSONString(b, v.Str)
 	}
 	return append(b, '}')
 }

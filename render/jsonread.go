@@ -334,6 +334,8 @@ func readStruct(d *json.Decoder, v *call.Value) error {
 			var n uint64
 			n, err = readUint(d, 31)
 			v.More = int32(n)
+		case "$short":
+			v.Str, err = readString(d)
 		case "$truncated", "$elided", "$cut":
 			var tok json.Token
 			if tok, err = d.Token(); err == nil && tok == true {

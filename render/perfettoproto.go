@@ -484,9 +484,9 @@ func (p *PerfettoProto) appendSymbol(b []byte, v *call.Value) []byte {
 }
 
 // appendObject appends the members of a struct and the marks of the JSON
-// schema ($more, $truncated, $elided, $cut) as dictionary entries.
+// schema ($more, $truncated, $elided, $cut, $short) as dictionary entries.
 func (p *PerfettoProto) appendObject(b []byte, v *call.Value) []byte {
-	if len(v.Fields) == 0 && v.More == 0 && !v.IsTruncated() && !v.IsElided() && !v.IsCut() {
+	if len(v.Fields) == 0 && v.More == 0 && !v.IsTruncated() && !v.IsElided() && !v.IsCut() && v.Str == "" {
 		return appendStringField(b, debugLegacyJSON, "{}")
 	}
 	for i := range v.Fields {
@@ -503,6 +503,10 @@ func (p *PerfettoProto) appendObject(b []byte, v *call.Value) []byte {
 	}
 	if v.IsCut() {
 		b = p.appendMark(b, "$cut")
+	}
+	if v.Str != "" {
+		short := call.Value{Kind: call.KindString, Str: v.Str}
+		b = p.appendValue(b, debugDictEntries, "$short", &short)
 	}
 	return b
 }

@@ -266,6 +266,9 @@ func (f *formatter) appendValue(b []byte, v *call.Value) []byte {
 		b = appendErrno(b, v)
 		return f.color(b, colReset)
 	case call.KindStruct:
+		if v.Str != "" {
+			return appendEscaped(b, v.Str)
+		}
 		return f.appendFields(b, v, '{', '}')
 	case call.KindArray:
 		return f.appendFields(b, v, '[', ']')

@@ -440,6 +440,9 @@ func (d *Decoder) composite(t btf.Type, raw []byte, depth int) call.Value {
 		if p.sock != nil {
 			p.sock.withAddrs(&v, raw)
 		}
+		if p.short != nil {
+			v.Str = short(p.short, v.Fields)
+		}
 	default:
 		d.pick(&v, p.pick, raw, depth)
 	}
@@ -450,6 +453,15 @@ func (d *Decoder) composite(t btf.Type, raw []byte, depth int) call.Value {
 		withPath(&v, raw, p.path, d.pointees)
 	}
 	return v
+}
+
+// short makes the short form of a struct of view members fields.
+func short(form func(map[string]*call.Value) string, fields []call.Value) string {
+	m := make(map[string]*call.Value, len(fields))
+	for i := range fields {
+		m[fields[i].Name] = &fields[i]
+	}
+	return form(m)
 }
 
 // all shows every member; those not captured are KindUnknown.
@@ -502,7 +514,7 @@ func (d *Decoder) view(v *call.Value, fields []viewField, raw []byte, depth int)
 		m := d.member(&f.field, raw, depth)
 		m.Name = f.label
 		if f.names != nil && (m.Kind == call.KindInt || m.Kind == call.KindUint) {
-			m.Kind, m.Str = call.KindEnum, f.names[m.Bits]
+			m.Kind, m.Str = call.KindEnum, f.names(m.Bits)
 		}
 		v.Fields = append(v.Fields, m)
 	}

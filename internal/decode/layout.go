@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf/btf"
+
+	"github.com/trawl-dev/trawl/call"
 )
 
 // layout is how a struct or union type is shown, computed once per type.
@@ -14,9 +16,11 @@ type layout struct {
 	all  []field     // Full: every member, anonymous ones flattened
 	pick []field     // default view candidates: one union alternative, no padding
 	view []viewField // the well-known view of the type, if it has one
-	sock *sockView   // a socket's addresses, for its view
-	skb  *skbView    // an sk_buff's packet, for its view
-	path int         // the byte offset of the struct path it shows the path of, or -1
+	// short makes the string the view reads as, if it reads as one
+	short func(map[string]*call.Value) string
+	sock  *sockView // a socket's addresses, for its view
+	skb   *skbView  // an sk_buff's packet, for its view
+	path  int       // the byte offset of the struct path it shows the path of, or -1
 }
 
 // field is a member of a struct, with anonymous members flattened into their
@@ -89,6 +93,7 @@ func (d *Decoder) layout(t btf.Type) *layout {
 	if s, ok := t.(*btf.Struct); ok {
 		if !shortViews[s.Name] || d.opts.Depth <= DefaultDepth {
 			p.view = viewOf(s)
+			p.short = shortForms[s.Name]
 		}
 		p.sock = sockViewOf(s)
 		p.skb = skbViewOf(s)

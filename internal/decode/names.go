@@ -3,44 +3,87 @@
 package decode
 
 import (
+	"strconv"
 	"sync"
 	"syscall"
 
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
+
+	"github.com/trawl-dev/trawl/call"
 )
 
 // viewField is a member of a well-known struct's view.
 type viewField struct {
 	field
 	label string
-	names map[uint64]string // if set, integers are shown by these names
+	names func(uint64) string // if set, integers are shown by their names
 }
 
 type viewSpec struct {
 	label, path string
-	names       map[uint64]string
+	names       func(uint64) string
+}
+
+// named names integers by m.
+func named(m map[uint64]string) func(uint64) string {
+	return func(x uint64) string { return m[x] }
 }
 
 // shortViews are the views that stand for their structs' members at the
 // default depth only: a deeper one (--depth), which may capture the
 // structs their members point to, shows the generic pick.
-var shortViews = map[string]bool{"file": true}
+var shortViews = map[string]bool{"file": true, "task_struct": true, "dentry": true, "inode": true, "net_device": true}
+
+// shortForms make the one string a struct reads as from its view's
+// members, by their labels: "" when they were not captured. Text shows
+// it in place of the members, JSON beside them.
+var shortForms = map[string]func(m map[string]*call.Value) string{
+	// comm[pid], as ps and ftrace name a task.
+	"task_struct": func(m map[string]*call.Value) string {
+		comm, pid := m["comm"], m["pid"]
+		if comm == nil || pid == nil || comm.Kind != call.KindString || pid.Kind != call.KindInt {
+			return ""
+		}
+		return comm.Str + "[" + strconv.FormatInt(pid.Int(), 10) + "]"
+	},
+	"dentry":     nameOf,
+	"net_device": nameOf,
+}
+
+// nameOf is the short form of a struct named by a string, its "name".
+func nameOf(m map[string]*call.Value) string {
+	if n := m["name"]; n != nil && n.Kind == call.KindString {
+		return n.Str
+	}
+	return ""
+}
+
+// ViewMembers returns the dotted paths of the members the view of the
+// struct named name shows, nil if it has none: a capture plan makes
+// sure they are captured.
+func ViewMembers(name string) []string {
+	var out []string
+	for _, spec := range views[name] {
+		out = append(out, spec.path)
+	}
+	return out
+}
 
 // views are the most telling members of well-known kernel structs, shown
 // instead of the generic pick. Paths that a kernel lacks are skipped.
 var views = map[string][]viewSpec{
 	"sock": {
-		{"family", "__sk_common.skc_family", addressFamilies},
+		{"family", "__sk_common.skc_family", named(addressFamilies)},
 		{"sport", "__sk_common.skc_num", nil},
 		{"dport", "__sk_common.skc_dport", nil}, // __be16: shown in host order
-		{"state", "__sk_common.skc_state", tcpStates},
+		{"state", "__sk_common.skc_state", named(tcpStates)},
 	},
 	"sock_common": {
-		{"family", "skc_family", addressFamilies},
+		{"family", "skc_family", named(addressFamilies)},
 		{"sport", "skc_num", nil},
 		{"dport", "skc_dport", nil},
-		{"state", "skc_state", tcpStates},
+		{"state", "skc_state", named(tcpStates)},
 	},
 	// A file's path comes first (withPath); f_op names its filesystem.
 	"file": {
@@ -52,12 +95,45 @@ var views = map[string][]viewSpec{
 	"sk_buff": {
 		{"len", "len", nil},
 		{"data_len", "data_len", nil},
-		{"protocol", "protocol", ethProtocols},
+		{"protocol", "protocol", named(ethProtocols)},
 		{"mark", "mark", nil},
 		{"skb_iif", "skb_iif", nil},
 	},
+	// The views below read as one string, their short form.
+	"task_struct": {
+		{"comm", "comm", nil},
+		{"pid", "pid", nil},
+	},
+	"dentry": {
+		{"name", "d_name.name", nil},
+	},
+	"inode": {
+		{"ino", "i_ino", nil},
+		{"mode", "i_mode", fileMode},
+	},
+	"net_device": {
+		{"name", "name", nil},
+		{"ifindex", "ifindex", nil},
+	},
 }
 
+// fileTypes are the file types of a mode's S_IFMT bits.
+var fileTypes = map[uint64]string{
+	0o140000: "S_IFSOCK", 0o120000: "S_IFLNK", 0o100000: "S_IFREG", 0o060000: "S_IFBLK",
+	0o040000: "S_IFDIR", 0o020000: "S_IFCHR", 0o010000: "S_IFIFO",
+}
+
+// fileMode names a file's mode as strace does: its type and its
+// permissions in octal, "S_IFREG|0644".
+func fileMode(x uint64) string {
+	perm := "0" + strconv.FormatUint(x&0o7777, 8)
+	if t, ok := fileTypes[x&0o170000]; ok {
+		return t + "|" + perm
+	}
+	return perm
+}
+
+// viewOf returns the view of struct s, nil if it has none.
 func viewOf(s *btf.Struct) []viewField {
 	specs, ok := views[s.Name]
 	if !ok {

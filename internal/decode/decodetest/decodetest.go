@@ -61,7 +61,7 @@ func Pointee(proto *btf.FuncProto, arg string) (btf.Type, error) {
 // path (anonymous members are searched through), using the member's size.
 // Bitfields are not supported.
 func Put(buf []byte, t btf.Type, path string, x uint64) error {
-	off, size, err := locate(t, path)
+	off, size, err := Locate(t, path)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func Put(buf []byte, t btf.Type, path string, x uint64) error {
 
 // PutBytes copies b into buf at the member of t named by path.
 func PutBytes(buf []byte, t btf.Type, path string, b []byte) error {
-	off, size, err := locate(t, path)
+	off, size, err := Locate(t, path)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,9 @@ func PutBytes(buf []byte, t btf.Type, path string, b []byte) error {
 	return nil
 }
 
-func locate(t btf.Type, path string) (off, size int, err error) {
+// Locate returns the byte offset and size of the member of t named by a
+// dotted path.
+func Locate(t btf.Type, path string) (off, size int, err error) {
 	for name := range strings.SplitSeq(path, ".") {
 		m, moff, ok := find(btf.UnderlyingType(t), name)
 		if !ok {

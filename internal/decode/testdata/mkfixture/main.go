@@ -35,6 +35,10 @@ var funcs = []string{
 	"try_to_unmap",         // flag-style enum
 	"__audit_tk_injoffset", // 16-byte struct by value
 	"tcp_set_state",        // int state
+	"wake_up_process",      // struct task_struct: comm[pid]
+	"dput",                 // struct dentry: its name
+	"inode_permission",     // struct inode: number and mode
+	"netif_carrier_on",     // struct net_device: its name
 }
 
 func main() {
