@@ -261,7 +261,7 @@ func (s *Session) plan(cfg Config) error {
 			for i := range p.Args {
 				p.Args[i].Budget = 0
 			}
-			p.Deep, p.Packets, p.Members = nil, nil, nil
+			p.Deep, p.Packets, p.Windows, p.Members = nil, nil, nil, nil
 		}
 		body, reason := s.flt.compile(p)
 		if reason != "" && s.track != nil {

@@ -51,7 +51,11 @@ struct cap {
 	__u16 size;
 	__u8 len_slot; /* sized buffers: the slot holding the length */
 	__u8 len_size; /* sized buffers: the length's size in bytes */
-	__u16 off; /* CAP_DEEP, CAP_PKT, CAP_DEEP_STR, CAP_PATH: where the pointer is in the call's data */
+	/* CAP_DEEP, CAP_PKT, CAP_DEEP_STR, CAP_PATH: where the pointer is in
+	 * the call's data; CAP_MEM: the offset from the pointer to copy from,
+	 * 0 but for a window of a struct (a member its view shows, past the
+	 * bytes copied from its start; see PLAN_DEEP) */
+	__u16 off;
 	__u16 net_at; /* CAP_PKT: where the network header's offset is in the data */
 };
 
@@ -74,7 +78,8 @@ enum plan_flag {
 	PLAN_EXIT_CAPS = 2,     /* some captures are made at exit (CAP_BUF_EXIT, CAP_BUF_RET) */
 	PLAN_SHOW = 4,          /* trawl_show has --show expressions for the function */
 	PLAN_ENTRY = 8,         /* an --entry function: its calls open the gate */
-	/* Some captures are CAP_DEEP, CAP_PKT, CAP_DEEP_STR or CAP_PATH.
+	/* Some captures are CAP_DEEP, CAP_PKT, CAP_DEEP_STR, CAP_PATH or
+	 * windows (CAP_MEM from an offset).
 	 * Captures of structs and packets (CAP_MEM, CAP_PKT, CAP_DEEP) come
 	 * first, and each takes its size in the data even when it is not
 	 * read (NULL, or a failed read, flagged in cap_failed), so that their

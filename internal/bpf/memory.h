@@ -188,6 +188,8 @@ __noinline __u64 trawl_capture(struct frame *f, const struct plan *p, __u64 i, _
 		ptr = deep_ptr(f, c, off);
 	else if (c->kind == CAP_PKT)
 		ptr = pkt_ptr(f, c, off);
+	else if (c->kind == CAP_MEM && ptr)
+		ptr += c->off; /* a window of the struct, past its start */
 	if (c->kind == CAP_PATH)
 		n = copy_path(f, off, c);
 	else if (ptr && c->kind >= CAP_BUF && c->kind <= CAP_BUF_RET)

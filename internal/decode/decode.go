@@ -73,6 +73,18 @@ type Raw struct {
 	// then marked Truncated. For char pointers it holds the string and its
 	// terminating NUL; a string without NUL was cut by the budget.
 	Data []byte
+	// Windows hold members of the struct a pointer argument points to
+	// past the end of Data, for its view.
+	Windows []Window
+}
+
+// Window is a run of bytes of a struct, past those captured from its
+// start: a member its view shows.
+type Window struct {
+	// Off is the run's byte offset in the struct.
+	Off int
+	// Data are the run's bytes.
+	Data []byte
 }
 
 // A Decoder decodes values. It caches a layout per struct type, so one
@@ -83,6 +95,7 @@ type Decoder struct {
 	sym      Symbolizer
 	layouts  map[btf.Type]*layout
 	pointees map[*byte]Pointee
+	windows  []Window // of the argument being decoded
 }
 
 // Pointee is the memory captured behind a pointer that captured memory
@@ -142,7 +155,9 @@ func (d *Decoder) Arg(name string, t btf.Type, r Raw) call.Value {
 	u, be := resolve(t)
 	var v call.Value
 	if p, ok := u.(*btf.Pointer); ok && r.Data != nil && r.Slots[0] != 0 {
+		d.windows = r.Windows
 		v = d.pointee(p.Target, r.Data)
+		d.windows = nil
 	} else {
 		var buf [16]byte
 		binary.LittleEndian.PutUint64(buf[:8], r.Slots[0])
@@ -435,8 +450,7 @@ func (d *Decoder) composite(t btf.Type, raw []byte, depth int) call.Value {
 	switch {
 	case d.opts.Full:
 		d.all(&v, p.all, raw, depth)
-	case p.view != nil:
-		d.view(&v, p.view, raw, depth)
+	case p.view != nil && d.view(&v, p.view, raw, d.windowsAt(depth), depth):
 		if p.sock != nil {
 			p.sock.withAddrs(&v, raw)
 		}
@@ -502,22 +516,56 @@ func (d *Decoder) pick(v *call.Value, fields []field, raw []byte, depth int) {
 	}
 }
 
-// view shows the members of a well-known struct's view, zero or not.
-func (d *Decoder) view(v *call.Value, fields []viewField, raw []byte, depth int) {
+// windowsAt returns the windows of a struct at depth depth: an
+// argument's struct's, if it has some.
+func (d *Decoder) windowsAt(depth int) []Window {
+	if depth == 0 {
+		return d.windows
+	}
+	return nil
+}
+
+// view shows the members of a well-known struct's view, zero or not,
+// from raw or, past its end, from windows. It shows nothing and returns
+// false when none of them was captured (a large struct behind a pointer
+// in captured memory), for the generic pick to show what was.
+func (d *Decoder) view(v *call.Value, fields []viewField, raw []byte, windows []Window, depth int) bool {
 	v.Fields = make([]call.Value, 0, len(fields))
 	for i := range fields {
-		f := &fields[i]
+		f, from := fields[i].field, raw
 		if f.state(raw) == missing {
-			v.Flags |= call.Truncated
-			continue
+			w, ok := windowOf(&f, windows)
+			if !ok {
+				v.Flags |= call.Truncated
+				continue
+			}
+			f.off -= uint32(8 * w.Off)
+			from = w.Data
 		}
-		m := d.member(&f.field, raw, depth)
-		m.Name = f.label
-		if f.names != nil && (m.Kind == call.KindInt || m.Kind == call.KindUint) {
-			m.Kind, m.Str = call.KindEnum, f.names(m.Bits)
+		m := d.member(&f, from, depth)
+		m.Name = fields[i].label
+		if names := fields[i].names; names != nil && (m.Kind == call.KindInt || m.Kind == call.KindUint) {
+			m.Kind, m.Str = call.KindEnum, names(m.Bits)
 		}
 		v.Fields = append(v.Fields, m)
 	}
+	if len(v.Fields) == 0 {
+		*v = call.Value{Kind: call.KindStruct}
+		return false
+	}
+	return true
+}
+
+// windowOf finds the window that holds the whole of field f, not a
+// bitfield.
+func windowOf(f *field, windows []Window) (Window, bool) {
+	start := int(f.off / 8)
+	for _, w := range windows {
+		if f.bits == 0 && start >= w.Off && start+int(f.size) <= w.Off+len(w.Data) {
+			return w, true
+		}
+	}
+	return Window{}, false
 }
 
 // member decodes one member of a struct at depth depth.

@@ -4,6 +4,7 @@ package decode_test
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf/btf"
@@ -84,6 +85,23 @@ func TestShortViews(t *testing.T) {
 		if v.Kind != call.KindStruct || v.Str != tc.short || fieldsOf(v) != tc.fields {
 			t.Errorf("%s: %q {%s}, want %q {%s}", tc.typ, v.Str, fieldsOf(v), tc.short, tc.fields)
 		}
+	}
+	// A task whose view's members were not captured shows what was.
+	if v := d.Arg("p", taskType, decode.Raw{Slots: [2]uint64{0xffff888000001000}, Data: task[:256]}); v.Str != "" || !strings.Contains(fieldsOf(v), "prio=120") {
+		t.Errorf("first bytes of a task: %q {%s}, want its members", v.Str, fieldsOf(v))
+	}
+	// Or those its windows hold, past them.
+	pid, _, err := decodetest.Locate(taskType.(*btf.Pointer).Target, "pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	comm, _, err := decodetest.Locate(taskType.(*btf.Pointer).Target, "comm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	windows := []decode.Window{{Off: comm, Data: task[comm : comm+16]}, {Off: pid, Data: task[pid : pid+4]}}
+	if v := d.Arg("p", taskType, decode.Raw{Slots: [2]uint64{0xffff888000001000}, Data: task[:256], Windows: windows}); v.Str != "trawl[42]" {
+		t.Errorf("a task's first bytes and windows: %q {%s}, want trawl[42]", v.Str, fieldsOf(v))
 	}
 	for _, opts := range []decode.Options{{Full: true}, {Depth: decode.DefaultDepth + 1}} {
 		v := decode.NewDecoder(opts, nil).Arg("p", taskType, decode.Raw{Slots: [2]uint64{0xffff888000001000}, Data: task})

@@ -82,6 +82,16 @@ type Decoder struct {
 	// behind pointers in captured memory, and each capture's bytes.
 	pointees map[*byte]decode.Pointee
 	bytes    [][]byte
+	// windows are the current record's Plan.Windows, and argWindows
+	// those of the argument being decoded.
+	windows    []argWindow
+	argWindows []decode.Window
+}
+
+// argWindow is a window of the struct argument arg points to.
+type argWindow struct {
+	arg int
+	decode.Window
 }
 
 // rawArgs is how many argument registers are shown for a function without
@@ -173,13 +183,18 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []call.Value) []call.Value {
 	}
 	data := d.data[:len(p.Args)]
 	clear(data)
+	d.windows = d.windows[:0]
 	off := 0
 	for i, c := range d.capsOf(r.Func) {
 		n := int(r.CapLen[i])
 		if off+n > len(r.Data) {
 			break
 		}
-		if c.Deep < 0 && !c.Packet && c.Member == 0 && (n > 0 || p.Args[c.Arg].Class == plan.Buffer) && r.CapFailed&(1<<i) == 0 {
+		ok := r.CapFailed&(1<<i) == 0
+		switch {
+		case c.Window > 0 && ok:
+			d.windows = append(d.windows, argWindow{c.Arg, decode.Window{Off: p.Windows[c.Window-1].Off, Data: r.Data[off : off+n]}})
+		case c.Deep < 0 && !c.Packet && c.Member == 0 && c.Window == 0 && (n > 0 || p.Args[c.Arg].Class == plan.Buffer) && ok:
 			data[c.Arg] = r.Data[off : off+n]
 		}
 		off += n
@@ -195,6 +210,15 @@ func (d *Decoder) args(r *Record, p *plan.Plan, out []call.Value) []call.Value {
 			raw.Slots[s] = r.Slots[a.Slot+s]
 		}
 		raw.Data = data[i]
+		if len(d.windows) > 0 {
+			d.argWindows = d.argWindows[:0]
+			for _, w := range d.windows {
+				if w.arg == i {
+					d.argWindows = append(d.argWindows, w.Window)
+				}
+			}
+			raw.Windows = d.argWindows
+		}
 		name := a.Name
 		if name == "" {
 			name = argName(i)

@@ -528,3 +528,55 @@ func TestDecoderEvent(t *testing.T) {
 			c.Func, c.Flags, c.Duration, len(c.Args))
 	}
 }
+
+// taskStruct is a struct task_struct whose pid and comm lie past the
+// bytes an argument's budget copies from its start, as in the kernel's.
+func taskStruct() *btf.Struct {
+	s32 := &btf.Int{Name: "int", Size: 4, Encoding: btf.Signed}
+	char := &btf.Int{Name: "char", Size: 1, Encoding: btf.Char}
+	return &btf.Struct{Name: "task_struct", Size: 3264, Members: []btf.Member{
+		{Name: "__state", Type: s32},
+		{Name: "pid", Type: &btf.Typedef{Name: "pid_t", Type: s32}, Offset: 1264 * 8},
+		{Name: "comm", Type: &btf.Array{Type: char, Index: s32, Nelems: 16}, Offset: 1752 * 8},
+	}}
+}
+
+// TestDecoderWindows decodes a call of wake_up_process whose task's pid
+// and comm were captured in windows past its first bytes: it reads as
+// comm[pid].
+func TestDecoderWindows(t *testing.T) {
+	fn := &btf.Func{Name: "wake_up_process", Type: &btf.FuncProto{Return: &btf.Int{Name: "int", Size: 4, Encoding: btf.Signed}, Params: []btf.FuncParam{
+		{Name: "p", Type: &btf.Pointer{Target: taskStruct()}},
+	}}}
+	p, err := plan.New(kernel.FunctionOf(fn), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Windows) != 2 {
+		t.Fatalf("windows %+v, want the comm's and the pid's", p.Windows)
+	}
+	l := loadRecordLayout(t)
+	raw := make([]byte, headerSize)
+	l.put(t, raw, "flags", 0, 3)
+	l.put(t, raw, "slots", 0, 0xffff888000001000)
+	data := make([]byte, plan.DefaultStructBudget)
+	data = append(data, "trawl\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"...)
+	data = binary.LittleEndian.AppendUint32(data, 42)
+	for i, n := range []int{plan.DefaultStructBudget, 16, 4} {
+		l.put(t, raw, "cap_len", i, uint64(n))
+	}
+	raw = append(raw, data...)
+	l.put(t, raw, "data_len", 0, uint64(len(data)))
+	r, err := Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDecoder([]*plan.Plan{p}, decode.Options{}, nil)
+	var c call.Call
+	if err := d.Call(&r, &c); err != nil {
+		t.Fatal(err)
+	}
+	if v := c.Args[0]; v.Str != "trawl[42]" {
+		t.Errorf("p: %q %+v, want trawl[42]", v.Str, v.Fields)
+	}
+}

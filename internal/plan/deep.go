@@ -81,6 +81,10 @@ func planDeep(p *Plan, opts Options) {
 	}
 	used += len(p.Packets) * PacketBytes
 	caps += len(p.Packets)
+	for _, w := range p.Windows {
+		used += w.Size
+		caps++
+	}
 	for len(queue) > 0 {
 		pa := queue[0]
 		queue = queue[1:]

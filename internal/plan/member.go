@@ -58,6 +58,10 @@ func planMembers(p *Plan, opts Options) {
 	}
 	used += len(p.Packets) * PacketBytes
 	caps += len(p.Packets)
+	for _, w := range p.Windows {
+		used += w.Size
+		caps++
+	}
 	for i, d := range p.Deep {
 		if !d.Cut {
 			used += d.Budget

@@ -75,6 +75,9 @@ type Plan struct {
 	Deep []Deep
 	// Packets are the packet headers of the sk_buff arguments.
 	Packets []Packet
+	// Windows are the members of struct arguments past their Budget
+	// that the structs' views show.
+	Windows []Window
 	// Members are the strings and file paths behind the members of the
 	// structs captured, after them.
 	Members []Member
@@ -164,8 +167,9 @@ func New(fn *kernel.Function, opts Options) (*Plan, error) {
 // only through its prototype, which BTF shares between the functions of
 // one signature (56,000 functions of an x86-64 7.x kernel have 25,000),
 // and through the sized buffers Options.Buffers names it in. The plans of
-// one prototype share their Args, Deep, Packets and Members: a caller that changes
-// them copies them first. Not safe for concurrent use.
+// one prototype share their Args, Deep, Packets, Windows and Members: a
+// caller that changes them copies them first. Not safe for concurrent
+// use.
 type Planner struct {
 	opts   Options
 	protos map[*btf.FuncProto]protoPlan
@@ -259,6 +263,7 @@ func planProto(fn *kernel.Function, fnProto *btf.Func, proto *btf.FuncProto, opt
 		return nil, err
 	}
 	planPackets(p)
+	planWindows(p, opts)
 	planDeep(p, opts)
 	planMembers(p, opts)
 	placeAMD64(p.Args, p.Ret)

@@ -53,6 +53,9 @@ type MemCapture struct {
 	// Member is the index in Plan.Members plus one, 0 for the other
 	// captures.
 	Member int
+	// Window is the index in Plan.Windows plus one, 0 for the other
+	// captures.
+	Window int
 }
 
 // Captures returns the memory captures of a plan in the order the BPF
@@ -61,7 +64,7 @@ type MemCapture struct {
 // function fills, copied at exit (the program copies one at most, so that
 // its exits need no loop). A plan with Deep, Packets or Members captures
 // has the structs first, arguments', then the packets, then the Deep ones
-// not cut, then the Members, then the rest (PLAN_DEEP).
+// not cut, then the Windows, then the Members, then the rest (PLAN_DEEP).
 func Captures(p *plan.Plan) []MemCapture {
 	var structs, rest []MemCapture
 	exit := -1
@@ -74,7 +77,7 @@ func Captures(p *plan.Plan) []MemCapture {
 			if exit < 0 {
 				exit = i
 			}
-		case a.Class == plan.PtrStruct && (len(p.Deep) > 0 || len(p.Packets) > 0 || len(p.Members) > 0):
+		case a.Class == plan.PtrStruct && deep(p):
 			structs = append(structs, MemCapture{Arg: i, Deep: -1})
 		case a.Class == plan.String || a.Class == plan.PtrStruct || a.Class == plan.Buffer:
 			rest = append(rest, MemCapture{Arg: i, Deep: -1})
@@ -90,6 +93,11 @@ func Captures(p *plan.Plan) []MemCapture {
 			structs = append(structs, MemCapture{Arg: d.Arg, Deep: i})
 		}
 	}
+	for i, w := range p.Windows {
+		if len(structs)+len(rest) < MaxCaps {
+			structs = append(structs, MemCapture{Arg: w.Arg, Deep: -1, Window: i + 1})
+		}
+	}
 	for i, m := range p.Members {
 		if len(structs)+len(rest) < MaxCaps {
 			structs = append(structs, MemCapture{Arg: m.Arg, Deep: -1, Member: i + 1})
@@ -100,6 +108,11 @@ func Captures(p *plan.Plan) []MemCapture {
 		caps = append(caps, MemCapture{Arg: exit, Deep: -1})
 	}
 	return caps
+}
+
+// deep says whether p has captures beyond its arguments' (PLAN_DEEP).
+func deep(p *plan.Plan) bool {
+	return len(p.Deep) > 0 || len(p.Packets) > 0 || len(p.Windows) > 0 || len(p.Members) > 0
 }
 
 // Wire encodes a plan for the BPF program; arch picks the kprobe
@@ -156,6 +169,15 @@ func Wire(p *plan.Plan, arch plan.Arch) (bpf.CapturePlan, error) {
 			if err := wirePacket(p, caps, &w, i); err != nil {
 				return w, err
 			}
+			w.NrCaps++
+			continue
+		}
+		if cp.Window > 0 {
+			// The struct's bytes from Off: the program adds Off to
+			// the argument's pointer.
+			win := p.Windows[cp.Window-1]
+			c.Size, c.Off = uint16(min(win.Size, maxCap-1)), uint16(win.Off)
+			w.Flags |= planDeep
 			w.NrCaps++
 			continue
 		}

@@ -142,3 +142,46 @@ func TestWireMembers(t *testing.T) {
 		}
 	}
 }
+
+// TestWireWindows encodes the windows of a task_struct argument, its
+// comm and pid past the bytes copied from its start, as captures of
+// the argument's memory from their offsets, after the struct.
+func TestWireWindows(t *testing.T) {
+	s32 := &btf.Int{Name: "int", Size: 4, Encoding: btf.Signed}
+	char := &btf.Int{Name: "char", Size: 1, Encoding: btf.Char}
+	task := &btf.Struct{Name: "task_struct", Size: 3264, Members: []btf.Member{
+		{Name: "__state", Type: s32},
+		{Name: "pid", Type: s32, Offset: 1264 * 8},
+		{Name: "comm", Type: &btf.Array{Type: char, Index: s32, Nelems: 16}, Offset: 1752 * 8},
+	}}
+	fn := &btf.Func{Name: "f", Type: &btf.FuncProto{Return: s32, Params: []btf.FuncParam{
+		{Name: "flags", Type: s32},
+		{Name: "p", Type: &btf.Pointer{Target: task}},
+	}}}
+	p, err := plan.New(kernel.FunctionOf(fn), plan.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Wire(p, plan.AMD64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type capture struct {
+		slot, kind uint8
+		size, off  uint16
+	}
+	want := []capture{
+		{1, capMem, plan.DefaultStructBudget, 0},
+		{1, capMem, 16, 1752},
+		{1, capMem, 4, 1264},
+	}
+	if w.NrCaps != uint8(len(want)) || w.Flags&planDeep == 0 {
+		t.Fatalf("%d captures, flags %#x: want %d, PLAN_DEEP", w.NrCaps, w.Flags, len(want))
+	}
+	for i, c := range want {
+		got := w.Caps[i]
+		if (capture{got.Slot, got.Kind, got.Size, got.Off}) != c {
+			t.Errorf("capture %d: %+v, want %+v", i, got, c)
+		}
+	}
+}
