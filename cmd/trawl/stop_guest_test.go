@@ -98,6 +98,13 @@ func TestMain(m *testing.M) {
 	case len(os.Args) >= 2 && os.Args[1] == readsArg:
 		reads(os.Args[2:])
 		os.Exit(0)
+	case len(os.Args) == 3 && os.Args[1] == readSendArg:
+		reads(os.Args[2:])
+		if err := udpSend(); err != nil {
+			fmt.Fprintln(os.Stderr, "udp send:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case len(os.Args) >= 2 && os.Args[1] == opensLingerArg:
 		opens(os.Args[2:])
 		time.Sleep(lingerTime)

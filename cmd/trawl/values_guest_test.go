@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"testing"
 
@@ -60,5 +61,68 @@ func TestReadableValues(t *testing.T) {
 	}
 	if !path {
 		t.Errorf("no vfs_read call with file->path %q", file)
+	}
+}
+
+// readSendArg makes the test binary read the file its argument names,
+// then send a UDP datagram to 127.0.0.1:9.
+const readSendArg = "__read_send"
+
+// TestEverydayValues traces a command that reads /proc/version and
+// sends a datagram to 127.0.0.1: a woken task shows as comm[pid], the
+// inode whose permission is checked as its number and mode, the
+// dentry put as its name and the device loopback_xmit sends on as
+// "lo", in JSON beside their members.
+func TestEverydayValues(t *testing.T) {
+	guest.Require(t)
+	guest.Only(t, "short forms of everyday structs", "amd64-6.12", "amd64-7.3")
+	const file = "/proc/version"
+	cmd := trawlCmd("-q", "--json", "try_to_wake_up", "inode_permission", "dput", "loopback_xmit", "--", os.Args[0], readSendArg, file)
+	out, stderr, status := runLimited(t, cmd, startLimit+stopLimit)
+	if status != 0 {
+		t.Fatalf("status %d\n%s", status, stderr)
+	}
+	type short struct {
+		Short   string `json:"$short"`
+		Comm    string `json:"comm"`
+		PID     int    `json:"pid"`
+		Ino     uint64 `json:"ino"`
+		Mode    string `json:"mode"`
+		Name    string `json:"name"`
+		Ifindex int    `json:"ifindex"`
+	}
+	seen := map[string]string{}
+	for _, c := range parseCalls(t, out) {
+		var args struct {
+			P, Inode, Dentry, Dev short
+		}
+		if err := json.Unmarshal(c.Args, &args); err != nil {
+			continue
+		}
+		var ok bool
+		switch c.Func {
+		case "try_to_wake_up":
+			p := args.P
+			ok = p.Comm != "" && p.PID > 0 && p.Short == fmt.Sprintf("%s[%d]", p.Comm, p.PID)
+		case "inode_permission":
+			ok = args.Inode.Ino > 0 && args.Inode.Mode == "S_IFREG|0444" // /proc/version
+		case "dput":
+			ok = args.Dentry.Short == "version" && args.Dentry.Name == "version"
+		case "loopback_xmit":
+			ok = args.Dev.Short == "lo" && args.Dev.Name == "lo" && args.Dev.Ifindex == 1
+		}
+		if ok && seen[c.Func] == "" {
+			seen[c.Func] = string(c.Args)
+		}
+	}
+	for _, fn := range []string{"try_to_wake_up", "inode_permission", "dput", "loopback_xmit"} {
+		if seen[fn] == "" {
+			t.Errorf("no %s call shown as people read it", fn)
+		} else {
+			t.Logf("%s(%s)", fn, seen[fn])
+		}
+	}
+	if t.Failed() {
+		t.Logf("trace:\n%s", out)
 	}
 }

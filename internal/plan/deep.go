@@ -85,6 +85,10 @@ func planDeep(p *Plan, opts Options) {
 		used += w.Size
 		caps++
 	}
+	for _, m := range p.Members {
+		used += m.Budget
+		caps++
+	}
 	for len(queue) > 0 {
 		pa := queue[0]
 		queue = queue[1:]

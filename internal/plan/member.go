@@ -3,6 +3,8 @@
 package plan
 
 import (
+	"slices"
+
 	"github.com/cilium/ebpf/btf"
 )
 
@@ -62,6 +64,11 @@ func planMembers(p *Plan, opts Options) {
 		used += w.Size
 		caps++
 	}
+	views := len(p.Members) // the strings views show, planned first
+	for _, m := range p.Members {
+		used += m.Budget
+		caps++
+	}
 	for i, d := range p.Deep {
 		if !d.Cut {
 			used += d.Budget
@@ -87,7 +94,10 @@ func planMembers(p *Plan, opts Options) {
 	maxNest := max(opts.Depth, 1) + 1
 	for _, pa := range parents {
 		for _, off := range stringMembers(pa.typ, 0, pa.nest+1, maxNest) {
-			if off+8 <= pa.budget && !add(pa, off, opts.StringBudget, false) {
+			planned := slices.ContainsFunc(p.Members[:views], func(m Member) bool {
+				return m.Parent == pa.deep && m.Arg == pa.arg && m.Off == off
+			})
+			if off+8 <= pa.budget && !planned && !add(pa, off, opts.StringBudget, false) {
 				return
 			}
 		}

@@ -263,7 +263,7 @@ func planProto(fn *kernel.Function, fnProto *btf.Func, proto *btf.FuncProto, opt
 		return nil, err
 	}
 	planPackets(p)
-	planWindows(p, opts)
+	planViews(p, opts)
 	planDeep(p, opts)
 	planMembers(p, opts)
 	placeAMD64(p.Args, p.Ret)

@@ -23,10 +23,12 @@ type Window struct {
 	Size int
 }
 
-// planWindows finds the windows of p's struct arguments, within what
-// opts.CallBudget leaves of their captures: before any deeper capture,
-// as they are what the default view shows.
-func planWindows(p *Plan, opts Options) {
+// planViews plans what the views of p's struct arguments show beyond
+// the bytes copied from their start, within what opts.CallBudget leaves
+// of those: the windows of their members past them, and the strings
+// their char * members point to (a dentry's name), before any deeper
+// capture, as they are what the default view shows.
+func planViews(p *Plan, opts Options) {
 	used, caps := captured(p)
 	for i, a := range p.Args {
 		if a.Class != PtrStruct || a.Budget == 0 {
@@ -38,14 +40,25 @@ func planWindows(p *Plan, opts Options) {
 			continue
 		}
 		for _, path := range decode.ViewMembers(s.Name) {
-			off, size, ok := memberAt(s, path)
-			if !ok || off+size <= a.Budget || size > maxWindow || off > maxWindowOff {
+			off, t, ok := memberAt(s, path)
+			size, err := btf.Sizeof(t)
+			if !ok || err != nil || size <= 0 {
 				continue
 			}
-			if used+size > opts.CallBudget || caps == MaxCaptures {
-				return
+			if isString(t) && off+size <= a.Budget {
+				size = min(opts.StringBudget, opts.CallBudget-used)
+				if size < minStringBudget || caps == MaxCaptures {
+					return
+				}
+				p.Members = append(p.Members, Member{Parent: -1, Arg: i, Off: off, Budget: size})
+			} else if off+size > a.Budget && size <= maxWindow && off <= maxWindowOff {
+				if used+size > opts.CallBudget || caps == MaxCaptures {
+					return
+				}
+				p.Windows = append(p.Windows, Window{Arg: i, Off: off, Size: size})
+			} else {
+				continue
 			}
-			p.Windows = append(p.Windows, Window{Arg: i, Off: off, Size: size})
 			used += size
 			caps++
 		}
@@ -74,20 +87,27 @@ func captured(p *Plan) (used, caps int) {
 	return used, caps
 }
 
-// memberAt returns the byte offset and size of the member of t at a
+// memberAt returns the byte offset and type of the member of t at a
 // dotted path of member names, looking into anonymous structs and
 // unions; false for a bitfield or a path t lacks.
-func memberAt(t btf.Type, path string) (off, size int, ok bool) {
+func memberAt(t btf.Type, path string) (off int, typ btf.Type, ok bool) {
 	for name := range strings.SplitSeq(path, ".") {
 		at, m, found := member(t, name)
 		if !found || m.BitfieldSize != 0 {
-			return 0, 0, false
+			return 0, nil, false
 		}
 		off += at
 		t = m.Type
 	}
-	size, err := btf.Sizeof(t)
-	return off, size, err == nil && size > 0
+	return off, t, true
+}
+
+// isString says whether t points to a string: to bytes, char or not
+// (a qstr's name is an unsigned char *).
+func isString(t btf.Type) bool {
+	target, _ := pointee(t)
+	i, ok := target.(*btf.Int)
+	return ok && i.Size == 1
 }
 
 // member finds member name of struct or union t, looking into anonymous

@@ -3,6 +3,7 @@
 package plan
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/cilium/ebpf/btf"
@@ -48,5 +49,35 @@ func TestWindows(t *testing.T) {
 				t.Errorf("deep %+v, want %d", p.Deep, tc.deep)
 			}
 		})
+	}
+}
+
+// TestViewStrings plans the name a dentry's view shows, behind its
+// qstr's name in an anonymous union, before deeper structs and once.
+func TestViewStrings(t *testing.T) {
+	uchar := &btf.Int{Name: "unsigned char", Size: 1}
+	small := &btf.Struct{Name: "small", Size: 8, Members: []btf.Member{{Name: "x", Type: long}}}
+	qstr := &btf.Struct{Name: "qstr", Size: 16, Members: []btf.Member{
+		{Name: "hash_len", Type: long},
+		{Name: "name", Type: &btf.Pointer{Target: &btf.Const{Type: uchar}}, Offset: 64},
+	}}
+	names := &btf.Union{Size: 16, Members: []btf.Member{{Name: "d_name", Type: &btf.Const{Type: qstr}}, {Name: "__d_name", Type: qstr}}}
+	dentry := &btf.Struct{Name: "dentry", Size: 48, Members: []btf.Member{
+		{Name: "d_parent", Type: &btf.Pointer{Target: small}},
+		{Type: names, Offset: 64},
+		{Name: "d_inode", Type: &btf.Pointer{Target: small}, Offset: 192},
+	}}
+	fn := named(long, btf.FuncParam{Name: "dentry", Type: &btf.Pointer{Target: dentry}})
+	p, err := New(fn, Options{Depth: 2, CallBudget: 48 + DefaultStringBudget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Member{{Parent: -1, Arg: 0, Off: 16, Budget: DefaultStringBudget}}; !slices.Equal(p.Members, want) {
+		t.Errorf("members %+v, want %+v", p.Members, want)
+	}
+	for _, d := range p.Deep {
+		if !d.Cut {
+			t.Errorf("deep %+v captured, want it cut: the name comes first", d)
+		}
 	}
 }
