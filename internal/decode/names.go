@@ -60,9 +60,12 @@ func nameOf(m map[string]*call.Value) string {
 }
 
 // ViewMembers returns the dotted paths of the members the view of the
-// struct named name shows, nil if it has none: a capture plan makes
-// sure they are captured.
-func ViewMembers(name string) []string {
+// struct named name shows at Options.Depth depth, nil if it shows none:
+// a capture plan makes sure they are captured.
+func ViewMembers(name string, depth int) []string {
+	if shortViews[name] && depth > DefaultDepth {
+		return nil
+	}
 	var out []string
 	for _, spec := range views[name] {
 		out = append(out, spec.path)

@@ -39,7 +39,7 @@ func planViews(p *Plan, opts Options) {
 		if !ok {
 			continue
 		}
-		for _, path := range decode.ViewMembers(s.Name) {
+		for _, path := range decode.ViewMembers(s.Name, opts.Depth) {
 			off, t, ok := memberAt(s, path)
 			size, err := btf.Sizeof(t)
 			if !ok || err != nil || size <= 0 {

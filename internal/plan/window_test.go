@@ -31,6 +31,7 @@ func TestWindows(t *testing.T) {
 		{"before deeper structs", Options{Depth: 2, CallBudget: DefaultStructBudget + 20}, []Window{{0, 1752, 16}, {0, 1264, 4}}, 1},
 		{"the budget: the comm only", Options{CallBudget: DefaultStructBudget + 16}, []Window{{0, 1752, 16}}, 0},
 		{"the struct copied up to them", Options{StructBudget: 2048}, nil, 0},
+		{"no view at a deeper depth", Options{Depth: 3}, nil, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := New(fn, tc.opts)
