@@ -112,28 +112,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 		return 0, err
 	}
 	env, readOnly := guestEnv(), []string(nil)
-	if *bpftrace {
-		root, err := vmtest.FetchBpftrace(ctx, *cache, k.Arch)
-		if err != nil {
-			return 0, fmt.Errorf("fetch bpftrace: %w", err)
+	// The Debian packages shared read-only with the guest, each named to
+	// it by an environment variable.
+	for _, pkg := range []struct {
+		want  bool
+		name  string
+		fetch func(context.Context, string, string) (string, error)
+		env   string
+	}{
+		{*bpftrace, "bpftrace", vmtest.FetchBpftrace, guest.BpftraceEnv},
+		{*prometheus, "prometheus", vmtest.FetchPrometheus, guest.PrometheusEnv},
+		{*coreutils, "coreutils", vmtest.FetchCoreutils, guest.CoreutilsEnv},
+	} {
+		if !pkg.want {
+			continue
 		}
-		env = append(env, guest.BpftraceEnv+"="+root)
-		readOnly = append(readOnly, root)
-	}
-	if *prometheus {
-		root, err := vmtest.FetchPrometheus(ctx, *cache, k.Arch)
+		root, err := pkg.fetch(ctx, *cache, k.Arch)
 		if err != nil {
-			return 0, fmt.Errorf("fetch prometheus: %w", err)
+			return 0, fmt.Errorf("fetch %s: %w", pkg.name, err)
 		}
-		env = append(env, guest.PrometheusEnv+"="+root)
-		readOnly = append(readOnly, root)
-	}
-	if *coreutils {
-		root, err := vmtest.FetchCoreutils(ctx, *cache, k.Arch)
-		if err != nil {
-			return 0, fmt.Errorf("fetch coreutils: %w", err)
-		}
-		env = append(env, guest.CoreutilsEnv+"="+root)
+		env = append(env, pkg.env+"="+root)
 		readOnly = append(readOnly, root)
 	}
 	if *otelcol {
