@@ -12,6 +12,7 @@ import (
 
 	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
+	"golang.org/x/sys/unix"
 )
 
 // cacheLine finds the --debug line that says whether the catalogue
@@ -109,5 +110,38 @@ func TestCatalogueCache(t *testing.T) {
 	}
 	if got, cache, _, _ := cacheRun(t, list...); cache != "hit" || got != want {
 		t.Errorf("after the edited file was written again: cache %q, same functions %v", cache, got == want)
+	}
+}
+
+// TestCatalogueCacheModule loads a module between two starts in a boot:
+// the second start sees the cache is stale, reads the kernel's lists
+// again and finds the module's functions.
+func TestCatalogueCacheModule(t *testing.T) {
+	guest.Only(t, "the catalogue cache after a module is loaded", "amd64-7.3")
+	f, err := os.Open(guest.SpareModule)
+	if err != nil {
+		t.Skipf("no spare module to load: %v", err)
+	}
+	defer f.Close()
+	if _, err := os.Stat("/sys/module/dummy"); err == nil {
+		t.Skip("the dummy module is loaded already")
+	}
+	if _, cache, stderr, _ := cacheRun(t, "list", "vfs_read"); cache == "" {
+		t.Fatalf("no word of the cache\n%s", stderr)
+	}
+	if _, stderr, code := runLimited(t, trawlCmd("--debug", "list", "dummy:*"), startLimit); code == 0 || !strings.Contains(stderr, "catalogue cache hit") {
+		t.Fatalf("dummy:* before the module is loaded: exit %d, want a failure from a cache hit\n%s", code, stderr)
+	}
+	if err := unix.FinitModule(int(f.Fd()), "", 0); err != nil {
+		t.Fatalf("load %s: %v", guest.SpareModule, err)
+	}
+	defer func() {
+		if err := unix.DeleteModule("dummy", unix.O_NONBLOCK); err != nil {
+			t.Errorf("unload dummy: %v", err)
+		}
+	}()
+	out, cache, stderr, _ := cacheRun(t, "list", "dummy:*")
+	if cache != "miss" || !strings.Contains(out, " [dummy]") {
+		t.Errorf("dummy:* after the module is loaded: cache %q, want a miss and the module's functions\n%s\n%s", cache, out, stderr)
 	}
 }

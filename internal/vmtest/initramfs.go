@@ -28,7 +28,9 @@ func baseArchive(ctx context.Context, cache string, u *Unpacked, initPath string
 	if err != nil {
 		return "", fmt.Errorf("read the guest init: %w", err)
 	}
-	sum := sha256.Sum256(init)
+	// The modules named are part of the key, as they change what the
+	// archive holds.
+	sum := sha256.Sum256(append(init, strings.Join(append(guestModules, spareModule), " ")...))
 	file := filepath.Join(cache, "kernels", u.ID, "base-"+hex.EncodeToString(sum[:6])+".cpio")
 	if _, err := os.Stat(file); err == nil {
 		now := time.Now()
@@ -48,6 +50,13 @@ func baseArchive(ctx context.Context, cache string, u *Unpacked, initPath string
 		fmt.Fprintln(&list, p)
 	}
 	a.file(guest.ModulesList, 0o644, []byte(list.String()))
+	spare, err := resolveModules(ctx, u, []string{spareModule})
+	if err != nil {
+		return "", err
+	}
+	if len(spare) == 1 {
+		a.file(guest.SpareModule, 0o644, spare[0].data)
+	}
 	data, err := a.bytes()
 	if err != nil {
 		return "", err

@@ -19,6 +19,9 @@ import (
 // (built in from 6.12, modules on 6.1) and the 9p filesystem over virtio.
 var guestModules = []string{"virtio_pci", "virtio_console", "9pnet_virtio", "9p"}
 
+// spareModule is the module put in the initramfs as guest.SpareModule.
+const spareModule = "dummy"
+
 // module is a kernel module file and its contents, decompressed.
 type module struct {
 	name string

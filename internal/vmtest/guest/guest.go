@@ -25,6 +25,12 @@ const SpecPath = "/run/vmtest/spec.json"
 // module files the init loads, one a line, dependencies first.
 const ModulesList = "/etc/trawl/modules"
 
+// SpareModule is a kernel module file (dummy, the dummy network device) in
+// the base initramfs that the init does not load: for tests of a module
+// loaded while trawl is not running. Empty where the kernel has dummy
+// built in.
+const SpareModule = "/lib/modules/spare/dummy.ko"
+
 // Names of the virtio-serial ports the runner creates. The guest init finds
 // them through /sys/class/virtio-ports/*/name.
 const (
