@@ -173,7 +173,9 @@ func benchVersusBpftrace(ctx context.Context, cat *kernel.Catalogue, names []str
 			cols = cols[:0]
 		}
 		for i, v := range bpftraceVariants {
-			cols = append(cols, column{i + 3, v.name, func() (attachResult, error) { return bpftraceOnce(ctx, cmd, v.providers, attached) }})
+			cols = append(cols, column{i + 3, v.name, func() (attachResult, error) {
+				return bpftraceOnce(ctx, cmd, kfuncProbes(v.providers, attached), len(attached))
+			}})
 		}
 		got := turns(cols...)
 		var commandRun, autoRun measured
@@ -372,31 +374,34 @@ func fewArgs(cat *kernel.Catalogue, names []string, maxArgs int) []string {
 	})
 }
 
-// bpftraceOnce runs bpftrace with a probe of each provider on every
-// function in fns, each counting its calls in a map keyed by probe name
-// (which makes bpftrace build one program per probe), and a BEGIN probe
-// that exits. bpftrace fires BEGIN, attaches every other probe, then sees
-// the exit and detaches them: open is the time from its start until it
-// says its probes are attached, close the time from then until it exits.
-func bpftraceOnce(ctx context.Context, cmd, providers, fns []string) (attachResult, error) {
-	r := attachResult{selected: len(fns)}
-	var script strings.Builder
-	script.WriteString("BEGIN { exit(); }\n")
+// kfuncProbes returns bpftrace's probes of each provider on every
+// function in fns, provider by provider.
+func kfuncProbes(providers, fns []string) []string {
+	var probes []string
 	for _, prov := range providers {
-		for i, fn := range fns {
-			sep := ",\n"
-			if i == len(fns)-1 {
-				sep = "\n{ @[probe] = count(); }\n"
-			}
-			fmt.Fprintf(&script, "%s:vmlinux:%s%s", prov, fn, sep)
+		for _, fn := range fns {
+			probes = append(probes, prov+":vmlinux:"+fn)
 		}
 	}
+	return probes
+}
+
+// bpftraceOnce runs bpftrace with probes on the units (functions or
+// tracepoints) the caller counts as attached, each probe counting its
+// calls in a map keyed by probe name (which makes bpftrace build one
+// program per probe), and a BEGIN probe that exits. bpftrace fires BEGIN,
+// attaches every other probe, then sees the exit and detaches them: open
+// is the time from its start until it says its probes are attached, close
+// the time from then until it exits.
+func bpftraceOnce(ctx context.Context, cmd, probes []string, units int) (attachResult, error) {
+	r := attachResult{selected: units}
+	script := "BEGIN { exit(); }\n" + strings.Join(probes, ",\n") + "\n{ @[probe] = count(); }\n"
 	f, err := os.CreateTemp("", "trawl-bench-*.bt")
 	if err != nil {
 		return r, err
 	}
 	defer os.Remove(f.Name())
-	if _, err := f.WriteString(script.String()); err != nil {
+	if _, err := f.WriteString(script); err != nil {
 		f.Close()
 		return r, err
 	}
@@ -406,7 +411,7 @@ func bpftraceOnce(ctx context.Context, cmd, providers, fns []string) (attachResu
 
 	c := exec.CommandContext(ctx, cmd[0], append(slices.Clone(cmd[1:]), f.Name())...)
 	// bpftrace refuses more than 512 probes or programs unless told.
-	limit := fmt.Sprint(max(512, len(providers)*len(fns)+1))
+	limit := fmt.Sprint(max(512, len(probes)+1))
 	c.Env = append(os.Environ(), notifyAttached+"=1", "BPFTRACE_MAX_PROBES="+limit, "BPFTRACE_MAX_BPF_PROGS="+limit)
 	var stdout bytes.Buffer
 	c.Stdout = &stdout
@@ -438,14 +443,14 @@ func bpftraceOnce(ctx context.Context, cmd, providers, fns []string) (attachResu
 	}
 	// "Attaching N probes...": N counts BEGIN. bpftrace stops at the first
 	// probe it cannot attach, so having attached means attaching them all.
-	var probes int
-	if _, err := fmt.Sscanf(stdout.String(), "Attaching %d probes", &probes); err != nil {
+	var n int
+	if _, err := fmt.Sscanf(stdout.String(), "Attaching %d probes", &n); err != nil {
 		return r, fmt.Errorf("bpftrace's output does not start with the number of probes: %q", firstLine(stdout.String()))
 	}
-	if want := len(providers)*len(fns) + 1; probes != want {
-		return r, fmt.Errorf("bpftrace attached %d probes, want %d", probes, want)
+	if want := len(probes) + 1; n != want {
+		return r, fmt.Errorf("bpftrace attached %d probes, want %d", n, want)
 	}
-	r.attached = len(fns)
+	r.attached = units
 	r.open, r.close = attached, total-attached
 	return r, nil
 }

@@ -16,7 +16,10 @@
 //     in the kernel and under bpftrace's kprobe:* count;
 //   - per call: the cost of trawl's capture program on a cheap function
 //     with scalar arguments, against an empty program of the same attach
-//     type and against no program at all, measured in the same run.
+//     type and against no program at all, measured in the same run;
+//   - tracepoints: the time to attach N tracepoints (trawl.Open, the trawl
+//     command, empty tp_btf programs, bpftrace), and the per-call cost of
+//     a tracepoint under trawl, an empty tp_btf program and none.
 //
 // Under TCG emulation absolute times say little: compare the ratios.
 //
@@ -84,6 +87,11 @@ type options struct {
 	overLoops   int
 	overRounds  int
 	overLimit   time.Duration
+	// tracepoints is how many tracepoints the attach part attaches (0:
+	// no tracepoint measurements); skipFunctions leaves out what is
+	// measured on functions.
+	tracepoints   int
+	skipFunctions bool
 }
 
 func main() {
@@ -108,6 +116,8 @@ func main() {
 	flag.IntVar(&o.overLoops, "overview-loops", 100, "loops of the overview workload")
 	flag.IntVar(&o.overRounds, "overview-rounds", 3, "runs of the overview workload per tracer; the fastest counts")
 	flag.DurationVar(&o.overLimit, "overview-limit", 15*time.Minute, "time the workload runs under bpftrace may take in all")
+	flag.IntVar(&o.tracepoints, "tracepoints", 200, "tracepoints to attach in the attach part; 0 leaves the tracepoint measurements out")
+	flag.BoolVar(&o.skipFunctions, "skip-functions", false, "measure tracepoints only: skip the per-call, attach, bpftrace and overview measurements on functions")
 	flag.Parse()
 	o.backends = strings.Split(*backends, ",")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -138,7 +148,7 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("Catalogue: %d functions, %d traceable; loaded in %s.\n\n", len(cat.Functions()), countTraceable(cat), round(loadTime))
 	// Per-call first: attaching thousands of functions is what may bring
 	// an emulated guest down.
-	if !o.skipCalls {
+	if !o.skipCalls && !o.skipFunctions {
 		if err := benchCalls(ctx, o.backends, o.rounds, o.callTarget); err != nil {
 			return err
 		}
@@ -146,7 +156,18 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	if !o.skipAttach {
+	if !o.skipCalls && o.tracepoints > 0 {
+		if err := benchTracepointCalls(ctx, o.rounds, o.callTarget); err != nil {
+			return err
+		}
+	}
+	if o.tracepoints < 0 {
+		return fmt.Errorf("-tracepoints must not be negative, not %d", o.tracepoints)
+	}
+	if o.vsRounds < 1 {
+		return fmt.Errorf("-bpftrace-rounds must be at least 1, not %d", o.vsRounds)
+	}
+	if !o.skipAttach && !o.skipFunctions {
 		if o.floorRounds < 1 {
 			return fmt.Errorf("-floor-rounds must be at least 1, not %d", o.floorRounds)
 		}
@@ -159,15 +180,17 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		if !o.skipVs && slices.Contains(o.backends, string(trawl.BackendFentry)) {
-			if o.vsRounds < 1 {
-				return fmt.Errorf("-bpftrace-rounds must be at least 1, not %d", o.vsRounds)
-			}
 			if err := benchVersusBpftrace(ctx, cat, names, ns, o.budget, o.vsRounds); err != nil {
 				return err
 			}
 		}
 	}
-	if !o.skipOver {
+	if !o.skipAttach && o.tracepoints > 0 {
+		if err := benchTracepointAttach(ctx, cat, o.tracepoints, o.vsRounds, !o.skipVs); err != nil {
+			return err
+		}
+	}
+	if !o.skipOver && !o.skipFunctions {
 		if o.overLoops < 1 || o.overRounds < 1 {
 			return fmt.Errorf("-overview-loops and -overview-rounds must be at least 1")
 		}
