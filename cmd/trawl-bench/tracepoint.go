@@ -60,15 +60,20 @@ func emptyTracepoints(ctx context.Context, events []string) ([]io.Closer, error)
 }
 
 // emptyTracepoint loads an empty tp_btf program for event and attaches
-// it: the link, then the program.
+// it: the link, then the program. It finds the tracepoint in the kernel's
+// BTF decoded once for all loads, as trawl does (kernel.LoadOptions):
+// ebpf.NewProgram would decode vmlinux BTF anew for each.
 func emptyTracepoint(event string) ([]io.Closer, error) {
-	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+	spec := &ebpf.CollectionSpec{Programs: map[string]*ebpf.ProgramSpec{"empty": {
 		Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: event,
 		License: "GPL", Instructions: returnZero,
-	})
+	}}}
+	coll, err := ebpf.NewCollectionWithOptions(spec, kernel.LoadOptions(nil))
 	if err != nil {
 		return nil, fmt.Errorf("load an empty tp_btf program for %s: %w", event, err)
 	}
+	p := coll.DetachProgram("empty")
+	coll.Close()
 	l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
 	if err != nil {
 		p.Close()
@@ -149,39 +154,43 @@ func benchTracepointAttach(ctx context.Context, cat *kernel.Catalogue, n, rounds
 	for i, fn := range fns {
 		probes[i] = "tracepoint:" + fn.Subsystem + ":" + fn.Event
 	}
-	cases := []func(int) (attachResult, error){
-		func(k int) (attachResult, error) {
+	// The columns, in table order: trawl.Open, the floor, the command,
+	// bpftrace; each measured unless why says why not.
+	cols := []struct {
+		name, why string
+		run       func(k int) (attachResult, error)
+	}{
+		{"trawl.Open", "", func(k int) (attachResult, error) {
 			if k == 0 {
 				return open, nil
 			}
 			return attachOnce(ctx, cat, string(trawl.BackendAuto), set, "")
-		},
-		func(int) (attachResult, error) { return tracepointFloorOnce(ctx, fns) },
-	}
-	if commandErr == nil {
-		cases = append(cases, func(int) (attachResult, error) {
+		}},
+		{"floor", "", func(int) (attachResult, error) { return tracepointFloorOnce(ctx, fns) }},
+		{"trawl command", errString(commandErr), func(int) (attachResult, error) {
 			r, _, err := trawlCommandOnce(ctx, command, string(trawl.BackendAuto), attached, true)
 			return r, err
-		})
+		}},
+		{"bpftrace", errString(bpftraceErr), func(int) (attachResult, error) { return bpftraceOnce(ctx, bpftrace, probes, len(probes)) }},
 	}
-	if bpftraceErr == nil {
-		cases = append(cases, func(int) (attachResult, error) { return bpftraceOnce(ctx, bpftrace, probes, len(probes)) })
+	var cases []func(int) (attachResult, error)
+	var slots []int
+	results := make([]measured, len(cols))
+	for i, col := range cols {
+		if col.why != "" {
+			results[i].why = "not run: " + col.why
+			continue
+		}
+		slots = append(slots, i)
+		cases = append(cases, func(k int) (attachResult, error) {
+			r, err := col.run(k)
+			fmt.Fprintf(os.Stderr, "trawl-bench: tracepoints round %d %s: open %s, close %s (%s) %v\n", k+1, col.name, round(r.open), round(r.close), r.steps, err)
+			return r, err
+		})
 	}
 	runs, err := measure.Turns(ctx, rounds, cases)
 	if err != nil {
 		return err
-	}
-	results := make([]measured, 4)
-	whys := []string{"", "", "not run: " + errString(commandErr), "not run: " + errString(bpftraceErr)}
-	for i := range results {
-		results[i].why = whys[i]
-	}
-	slots := []int{0, 1}
-	if commandErr == nil {
-		slots = append(slots, 2)
-	}
-	if bpftraceErr == nil {
-		slots = append(slots, 3)
 	}
 	for j, slot := range slots {
 		if runs[j].Err != nil {
@@ -189,7 +198,6 @@ func benchTracepointAttach(ctx context.Context, cat *kernel.Catalogue, n, rounds
 			continue
 		}
 		results[slot] = measured{r: measure.Fastest(runs[j].Results, func(r attachResult) time.Duration { return r.open })}
-		fmt.Fprintf(os.Stderr, "trawl-bench: tracepoints %d: open %s, close %s (%s)\n", slot, round(results[slot].r.open), round(results[slot].r.close), results[slot].r.steps)
 	}
 	fmt.Printf("%d tracepoints picked evenly by name from the kernel's %d BTF-typed ones, each named by a `tp:SUBSYSTEM:EVENT` pattern: trawl.Open (backend auto) then Close in this process, which holds the catalogue; the trawl command (`trawl --debug` with the tracepoints trawl.Open attached, tracing the whole system), from its start until it says it is tracing and from an interrupt then until it exits; the floor: an empty tp_btf program (`return 0`) loaded and attached to each of the same tracepoints, %d at a time as trawl attaches them; bpftrace with a `tracepoint:SUBSYSTEM:EVENT` probe on each, `{ @[probe] = count(); }` (one program per probe), `BEGIN { exit(); }`, from its start until it says every probe is attached. %d rounds in turns, the fastest of each counting. Ratios: over the floor's open; bpftrace's open over the command's.\n\n",
 		len(set), len(all), tpParallel, rounds)
