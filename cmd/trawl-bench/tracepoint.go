@@ -106,7 +106,7 @@ func tracepointFloorOnce(ctx context.Context, fns []*kernel.Function) (attachRes
 // from the catalogue's, each named by a `tp:SUBSYSTEM:EVENT` pattern:
 // trawl.Open in this process, the trawl command, empty tp_btf programs on
 // the tracepoints trawl attached (the floor) and, when the guest has it,
-// bpftrace's tracepoint probes on them (unless not withBpftrace); rounds
+// bpftrace's tracepoint probes on them when withBpftrace; rounds
 // times each, in turns, the fastest counting.
 func benchTracepointAttach(ctx context.Context, cat *kernel.Catalogue, n, rounds int, withBpftrace bool) error {
 	all := cat.Tracepoints()
