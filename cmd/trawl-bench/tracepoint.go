@@ -168,7 +168,7 @@ func benchTracepointAttach(ctx context.Context, cat *kernel.Catalogue, n, rounds
 		}},
 		{"floor", "", func(int) (attachResult, error) { return tracepointFloorOnce(ctx, fns) }},
 		{"trawl command", errString(commandErr), func(int) (attachResult, error) {
-			r, _, err := trawlCommandOnce(ctx, command, string(trawl.BackendAuto), attached, true)
+			r, _, err := trawlCommandOnce(ctx, command, string(trawl.BackendAuto), attached, true, false)
 			return r, err
 		}},
 		{"bpftrace", errString(bpftraceErr), func(int) (attachResult, error) { return bpftraceOnce(ctx, bpftrace, probes, len(probes)) }},
