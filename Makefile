@@ -119,7 +119,9 @@ soak: tools fetch
 # ones). BENCH_PARTS picks the parts: calls, the per-call cost, in a guest
 # whose clock counts emulated instructions (vmrun -icount), so that it does
 # not drift with host load; attach, the attach times, in an ordinary guest
-# with Debian's bpftrace shared in for comparison. BENCH_ARGS passes
+# with Debian's bpftrace shared in for comparison; reader, the records per
+# second trawl reads against a consuming-only reader, and the drops of a
+# traced loop, in an ordinary guest. BENCH_ARGS passes
 # flags, e.g. BENCH_ARGS='-rounds 9'.
 .PHONY: bench
 BENCH_PARTS ?= calls attach
@@ -127,9 +129,11 @@ BENCH_ARGS ?=
 bench: tools fetch bin/trawl-bench-amd64 bin/trawl-bench-arm64 bin/trawl-amd64 bin/trawl-arm64
 	@failed=; for k in $(KERNEL); do b=bin/trawl-bench-$${k%%-*}; \
 		case " $(BENCH_PARTS) " in *" calls "*) \
-			bin/vmrun -icount -kernel $$k $$b -skip-attach -skip-overview $(BENCH_ARGS) || failed="$$failed $$k(calls)";; esac; \
+			bin/vmrun -icount -kernel $$k $$b -skip-attach -skip-overview -skip-reader $(BENCH_ARGS) || failed="$$failed $$k(calls)";; esac; \
 		case " $(BENCH_PARTS) " in *" attach "*) \
-			bin/vmrun -timeout 60m -kernel $$k -bpftrace $$b -skip-calls $(BENCH_ARGS) || failed="$$failed $$k(attach)";; esac; \
+			bin/vmrun -timeout 60m -kernel $$k -bpftrace $$b -skip-calls -skip-reader $(BENCH_ARGS) || failed="$$failed $$k(attach)";; esac; \
+		case " $(BENCH_PARTS) " in *" reader "*) \
+			bin/vmrun -kernel $$k $$b -skip-calls -skip-attach -skip-overview $(BENCH_ARGS) || failed="$$failed $$k(reader)";; esac; \
 	done; test -z "$$failed" || { echo "bench failed on:$$failed"; exit 1; }
 
 bin/trawl-bench-%: FORCE

@@ -14,6 +14,9 @@
 //     links for empty programs;
 //   - overview: a workload's slowdown under trawl counting every function
 //     in the kernel and under bpftrace's kprobe:* count;
+//   - reader: how many records per second trawl reads and writes as
+//     JSON against a reader that only consumes the same ring buffer, and
+//     what each drops while a loop of calls runs;
 //   - per call: the cost of trawl's capture program on a cheap function
 //     with scalar arguments, against an empty program of the same attach
 //     type and against no program at all, measured in the same run;
@@ -92,6 +95,9 @@ type options struct {
 	// measured on functions.
 	tracepoints   int
 	skipFunctions bool
+	skipReader    bool
+	burst         int
+	loop          int
 }
 
 func main() {
@@ -118,7 +124,18 @@ func main() {
 	flag.DurationVar(&o.overLimit, "overview-limit", 15*time.Minute, "time the workload runs under bpftrace may take in all")
 	flag.IntVar(&o.tracepoints, "tracepoints", 200, "tracepoints to attach in the attach part; 0 leaves the tracepoint measurements out")
 	flag.BoolVar(&o.skipFunctions, "skip-functions", false, "measure tracepoints only: skip the per-call, attach, bpftrace and overview measurements on functions")
+	flag.BoolVar(&o.skipReader, "skip-reader", false, "skip measuring how fast trawl reads calls against a reader that only consumes the ring buffer")
+	flag.IntVar(&o.burst, "reader-burst", 100000, "calls of the burst that fills the ring buffer for the reader's records per second")
+	flag.IntVar(&o.loop, "reader-loop", 200000, "calls of the getppid loop traced live by the reader bench")
+	getppid := flag.Int("getppid-loop", 0, "only call getppid(2) this `many` times on the last CPU and exit: the workload of the reader bench's trawl command")
 	flag.Parse()
+	if *getppid > 0 {
+		if err := runGetppidLoop(*getppid); err != nil {
+			fmt.Fprintln(os.Stderr, "trawl-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	o.backends = strings.Split(*backends, ",")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -187,6 +204,14 @@ func run(ctx context.Context, o options) error {
 	}
 	if !o.skipAttach && o.tracepoints > 0 {
 		if err := benchTracepointAttach(ctx, cat, o.tracepoints, o.vsRounds, !o.skipVs); err != nil {
+			return err
+		}
+	}
+	if !o.skipReader && !o.skipFunctions {
+		if o.burst < 1 || o.loop < 1 {
+			return fmt.Errorf("-reader-burst and -reader-loop must be at least 1")
+		}
+		if err := benchReader(ctx, o.backends, o.rounds, o.burst, o.loop); err != nil {
 			return err
 		}
 	}
