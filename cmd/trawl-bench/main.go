@@ -116,7 +116,7 @@ func main() {
 	flag.BoolVar(&o.skipCalls, "skip-calls", false, "skip the per-call measurements")
 	flag.BoolVar(&o.skipVs, "skip-bpftrace", false, "skip comparing trawl's fentry attach with bpftrace's")
 	flag.IntVar(&o.vsRounds, "bpftrace-rounds", 2, "runs of each fentry vs bpftrace measurement; the fastest counts")
-	flag.StringVar(&o.profileDir, "profiles", "", "write the CPU profile of each trawl.Open of the attach bench, and the heap profile of the open session, into this `dir`ectory, as BACKEND-N-cpu.pprof and BACKEND-N-heap.pprof")
+	flag.StringVar(&o.profileDir, "profiles", "", "write the CPU profile of each trawl.Open of the attach bench, and the heap profile of the open session, into this `dir`ectory, as BACKEND-N-cpu.pprof and BACKEND-N-heap.pprof; and of the reader bench's drains, as reader-BACKEND-cpu.pprof")
 	flag.IntVar(&o.floorRounds, "floor-rounds", 1, "rounds of trawl and the empty links in turn on every function, for the floor table; the fastest of each counts")
 	flag.BoolVar(&o.skipOver, "skip-overview", false, "skip timing a workload under trawl --stats '*' and bpftrace kprobe:*")
 	flag.IntVar(&o.overLoops, "overview-loops", 100, "loops of the overview workload")
@@ -211,7 +211,7 @@ func run(ctx context.Context, o options) error {
 		if o.burst < 1 || o.loop < 1 {
 			return fmt.Errorf("-reader-burst and -reader-loop must be at least 1")
 		}
-		if err := benchReader(ctx, o.backends, o.rounds, o.burst, o.loop); err != nil {
+		if err := benchReader(ctx, o.backends, o.rounds, o.burst, o.loop, o.profileDir); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -52,7 +53,9 @@ func (c liveCount) String() string { return fmt.Sprintf("%d read, %d dropped", c
 // writes them as JSON against a reader that only consumes the same ring
 // buffer, and what each loses while a loop of calls runs, and prints the
 // tables.
-func benchReader(ctx context.Context, backends []string, rounds, burst, loop int) error {
+// With profileDir, the CPU profile of trawl's drains goes into it as
+// reader-BACKEND-cpu.pprof.
+func benchReader(ctx context.Context, backends []string, rounds, burst, loop int, profileDir string) error {
 	fn, err := lookupFirst(getppidFuncs)
 	if err != nil {
 		return err
@@ -72,7 +75,11 @@ func benchReader(ctx context.Context, backends []string, rounds, burst, loop int
 	cases := make([]func(int) (readerRound, error), len(backends))
 	for i, b := range backends {
 		cases[i] = func(k int) (readerRound, error) {
-			r, err := measureReader(ctx, command, b, fn.Name, burst, loop)
+			profile := ""
+			if profileDir != "" {
+				profile = filepath.Join(profileDir, "reader-"+b)
+			}
+			r, err := measureReader(ctx, command, b, fn.Name, burst, loop, profile)
 			fmt.Fprintf(os.Stderr, "trawl-bench: reader round %d %s: %s\n", k+1, b, summary(r, err))
 			return r, err
 		}
@@ -116,13 +123,18 @@ func benchReader(ctx context.Context, backends []string, rounds, burst, loop int
 	return nil
 }
 
-// measureReader measures one round of backend b on fn.
-func measureReader(ctx context.Context, command, b, fn string, burst, loop int) (readerRound, error) {
+// measureReader measures one round of backend b on fn, profiling the
+// CPU of trawl's drain into profile-cpu.pprof unless profile is empty.
+func measureReader(ctx context.Context, command, b, fn string, burst, loop int, profile string) (readerRound, error) {
 	var r readerRound
 	cfg := trawl.Config{Patterns: []string{fn}, Backend: trawl.Backend(b), PIDs: []int{os.Getpid()}, RingBufferSize: drainRing}
 	err := withSession(ctx, cfg, func(s *trawl.Session) error {
-		var err error
-		if r.trawlRate, err = drainRate(s, burst, readJSON()); err != nil {
+		stop, err := startCPUProfile(profile)
+		if err != nil {
+			return err
+		}
+		r.trawlRate, err = drainRate(s, burst, readJSON())
+		if err = errors.Join(err, stop()); err != nil {
 			return err
 		}
 		r.floorRate, err = drainRate(s, burst, discardAll)
@@ -210,9 +222,13 @@ func drainRate(s *trawl.Session, burst int, consume consumer) (float64, error) {
 	if d := after.Drops - before.Drops; d != 0 {
 		return 0, fmt.Errorf("the ring buffer dropped %d of a burst of %d calls: make the burst smaller", d, burst)
 	}
-	start := time.Now()
+	var gc runtime.MemStats
+	runtime.ReadMemStats(&gc)
+	start, gcs := time.Now(), gc.NumGC
 	n, err := consume(s)
 	took := time.Since(start)
+	runtime.ReadMemStats(&gc)
+	fmt.Fprintf(os.Stderr, "trawl-bench: reader: drained %d records in %s, %d collections, heap %d MiB\n", n, round(took), gc.NumGC-gcs, gc.HeapAlloc>>20)
 	if err != nil {
 		return 0, err
 	}

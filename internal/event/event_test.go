@@ -150,13 +150,29 @@ func TestParse(t *testing.T) {
 // msghdr *msg, size_t size) and a record of a call the kernel would send
 // for it, sk's and msg's structs captured.
 func tcpSendmsg(tb testing.TB) (*plan.Plan, []byte) {
+	return sampleRecord(tb, "tcp_sendmsg", []uint64{0xffff888003a1c000, 0xffffc90000b1bd80, 5}, map[string]map[string]uint64{
+		"sk": {
+			"__sk_common.skc_family": 2,
+			"__sk_common.skc_num":    41234,
+			"__sk_common.skc_dport":  0x901f, // 8080, big-endian
+			"__sk_common.skc_state":  1,
+		},
+		"msg": {"msg_namelen": 16},
+	})
+}
+
+// sampleRecord returns the plan of the fixture's function name and a
+// record of a call of it by curl, with the argument registers slots, and
+// the members of the structs captured behind them set as members says,
+// by argument and member path.
+func sampleRecord(tb testing.TB, name string, slots []uint64, members map[string]map[string]uint64) (*plan.Plan, []byte) {
 	tb.Helper()
 	spec, err := decodetest.Spec()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	var fn *btf.Func
-	if err := spec.TypeByName("tcp_sendmsg", &fn); err != nil {
+	if err := spec.TypeByName(name, &fn); err != nil {
 		tb.Fatal(err)
 	}
 	p, err := plan.New(kernel.FunctionOf(fn), plan.Options{})
@@ -172,21 +188,14 @@ func tcpSendmsg(tb testing.TB) (*plan.Plan, []byte) {
 	}{
 		{"entry_ts", 0, 1_000_000_000_000}, {"exit_ts", 0, 1_000_000_012_345}, {"ret", 0, 5},
 		{"tgid", 0, 4242}, {"pid", 0, 4242}, {"cpu", 0, 1}, {"flags", 0, 3 /* REC_ENTRY | REC_EXIT */},
-		{"slots", 0, 0xffff888003a1c000}, {"slots", 1, 0xffffc90000b1bd80}, {"slots", 2, 5},
 	} {
 		l.put(tb, raw, m.name, m.i, m.x)
 	}
+	for i, x := range slots {
+		l.put(tb, raw, "slots", i, x)
+	}
 	for i, c := range "curl" {
 		l.put(tb, raw, "comm", i, uint64(c))
-	}
-	members := map[string]map[string]uint64{
-		"sk": {
-			"__sk_common.skc_family": 2,
-			"__sk_common.skc_num":    41234,
-			"__sk_common.skc_dport":  0x901f, // 8080, big-endian
-			"__sk_common.skc_state":  1,
-		},
-		"msg": {"msg_namelen": 16},
 	}
 	for i, c := range record.Captures(p) {
 		a := p.Args[c.Arg]
