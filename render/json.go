@@ -58,6 +58,8 @@ type JSON struct {
 	w    *bufio.Writer
 	opts Options
 	line []byte
+	// clock writes the "time" member.
+	clock wallClock
 }
 
 // NewJSON returns a JSON lines renderer writing to w.
@@ -71,7 +73,7 @@ func (j *JSON) Call(c *call.Call) error {
 	b = strconv.AppendUint(b, c.TS, 10)
 	if j.opts.WallOffset != 0 {
 		b = append(b, `,"time":"`...)
-		b = time.Unix(0, int64(c.TS)+j.opts.WallOffset).UTC().AppendFormat(b, time.RFC3339Nano)
+		b = j.clock.appendTime(b, int64(c.TS)+j.opts.WallOffset)
 		b = append(b, '"')
 	}
 	b = append(b, `,"cpu":`...)
@@ -366,3 +368,38 @@ func appendJSONString(b []byte, s string) []byte {
 
 // Flush writes out the buffered output.
 func (j *JSON) Flush() error { return j.w.Flush() }
+
+// wallClock formats wall-clock times, keeping the text of the last minute
+// it formatted: calls come in time order, most within the same minute.
+type wallClock struct {
+	minute int64  // Unix time in ns of the minute's start
+	stamp  []byte // its text up to the seconds: "2026-01-02T15:04:"
+}
+
+// appendTime appends Unix time ns in UTC as time.RFC3339Nano formats it.
+func (w *wallClock) appendTime(b []byte, ns int64) []byte {
+	if ns < 0 {
+		return time.Unix(0, ns).UTC().AppendFormat(b, time.RFC3339Nano)
+	}
+	minute := ns - ns%(60*1e9)
+	if w.stamp == nil || minute != w.minute {
+		w.minute = minute
+		w.stamp = time.Unix(0, minute).UTC().AppendFormat(w.stamp[:0], "2006-01-02T15:04:")
+	}
+	b = append(b, w.stamp...)
+	sec, frac := (ns-minute)/1e9, (ns-minute)%1e9
+	b = append(b, byte('0'+sec/10), byte('0'+sec%10))
+	if frac != 0 {
+		var digits [9]byte
+		for i := len(digits) - 1; i >= 0; i-- {
+			digits[i] = byte('0' + frac%10)
+			frac /= 10
+		}
+		n := len(digits)
+		for digits[n-1] == '0' {
+			n--
+		}
+		b = append(append(b, '.'), digits[:n]...)
+	}
+	return append(b, 'Z')
+}

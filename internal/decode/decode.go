@@ -96,6 +96,29 @@ type Decoder struct {
 	layouts  map[btf.Type]*layout
 	pointees map[*byte]Pointee
 	windows  []Window // of the argument being decoded
+	// block is what is left of the block the members of structs and
+	// arrays are handed out from (fields).
+	block []call.Value
+}
+
+// blockLen is how many values a block holds: the members of dozens of
+// calls' structs, allocated at once.
+const blockLen = 512
+
+// fields returns an empty slice with room for n values, never handed out
+// before: decoded values stay as they are while later calls are decoded,
+// at one allocation per block rather than one per struct. Appending past
+// n allocates anew.
+func (d *Decoder) fields(n int) []call.Value {
+	if n == 0 || n > blockLen/4 {
+		return make([]call.Value, 0, n)
+	}
+	if n > len(d.block) {
+		d.block = make([]call.Value, blockLen)
+	}
+	f := d.block[:0:n]
+	d.block = d.block[n:]
+	return f
 }
 
 // Pointee is the memory captured behind a pointer that captured memory
@@ -428,7 +451,7 @@ func (d *Decoder) array(a *btf.Array, raw []byte, depth int) call.Value {
 		show = have
 		v.Flags |= call.Truncated
 	}
-	v.Fields = make([]call.Value, show)
+	v.Fields = d.fields(show)[:show]
 	for i := range show {
 		v.Fields[i] = d.value(eu, be, raw[i*size:(i+1)*size], depth+1)
 	}
@@ -480,7 +503,7 @@ func short(form func(map[string]*call.Value) string, fields []call.Value) string
 
 // all shows every member; those not captured are KindUnknown.
 func (d *Decoder) all(v *call.Value, fields []field, raw []byte, depth int) {
-	v.Fields = make([]call.Value, len(fields))
+	v.Fields = d.fields(len(fields))[:len(fields)]
 	for i := range fields {
 		v.Fields[i] = d.member(&fields[i], raw, depth)
 		v.Flags |= v.Fields[i].Flags & call.Truncated
@@ -507,7 +530,7 @@ func (d *Decoder) pick(v *call.Value, fields []field, raw []byte, depth int) {
 				continue
 			}
 			if v.Fields == nil {
-				v.Fields = make([]call.Value, 0, min(len(fields), d.opts.Fields))
+				v.Fields = d.fields(min(len(fields), d.opts.Fields))
 			}
 			m := d.member(f, raw, depth)
 			v.Flags |= m.Flags & call.Truncated
@@ -530,7 +553,7 @@ func (d *Decoder) windowsAt(depth int) []Window {
 // false when none of them was captured (a large struct behind a pointer
 // in captured memory), for the generic pick to show what was.
 func (d *Decoder) view(v *call.Value, fields []viewField, raw []byte, windows []Window, depth int) bool {
-	v.Fields = make([]call.Value, 0, len(fields))
+	v.Fields = d.fields(len(fields))
 	for i := range fields {
 		f, from := fields[i].field, raw
 		if f.state(raw) == missing {

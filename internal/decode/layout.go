@@ -3,6 +3,7 @@
 package decode
 
 import (
+	"encoding/binary"
 	"strconv"
 	"strings"
 
@@ -60,7 +61,14 @@ func (f *field) state(raw []byte) fieldState {
 	if start >= len(raw) || (!f.composite && start+int(f.size) > len(raw)) {
 		return missing
 	}
-	for _, c := range raw[start:min(start+int(f.size), len(raw))] {
+	b := raw[start:min(start+int(f.size), len(raw))]
+	if len(b) == 8 { // most members: longs and pointers
+		if binary.LittleEndian.Uint64(b) == 0 {
+			return zero
+		}
+		return nonZero
+	}
+	for _, c := range b {
 		if c != 0 {
 			return nonZero
 		}
