@@ -279,3 +279,42 @@ func TestWideAnonymousMembers(t *testing.T) {
 		}
 	}
 }
+
+// TestMembersKept decodes many calls' structs, by the default view and
+// in full, and checks that each call's members are as decoded after
+// the later calls: the decoder hands out their memory only once.
+func TestMembersKept(t *testing.T) {
+	spec := fixture(t)
+	p := proto(t, spec, "__x64_sys_close")
+	regs, err := decodetest.Pointee(p, "regs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, full := range []bool{false, true} {
+		d := decode.NewDecoder(decode.Options{Full: full}, nil)
+		var got []call.Value
+		for i := range 1000 {
+			buf := make([]byte, 168)
+			for _, m := range []string{"di", "si", "ip"} {
+				if err := decodetest.Put(buf, regs, m, uint64(i+1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got = append(got, d.Arg("regs", p.Params[0].Type, decode.Raw{Slots: [2]uint64{0xffffc90000000000}, Data: buf}))
+		}
+		for i, v := range got {
+			n := 0
+			for _, f := range v.Fields {
+				if f.Name == "di" || f.Name == "si" || f.Name == "ip" {
+					n++
+					if f.Uint() != uint64(i+1) {
+						t.Fatalf("full=%v: call %d's %s is %d after later calls", full, i, f.Name, f.Uint())
+					}
+				}
+			}
+			if n != 3 {
+				t.Fatalf("full=%v: call %d shows %d of di, si and ip: %+v", full, i, n, v)
+			}
+		}
+	}
+}
