@@ -91,9 +91,13 @@ type Window struct {
 // Decoder should live as long as the BTF it decodes; it is not safe for
 // concurrent use.
 type Decoder struct {
-	opts     Options
-	sym      Symbolizer
-	layouts  map[btf.Type]*layout
+	opts    Options
+	sym     Symbolizer
+	layouts map[btf.Type]*layout
+	// last is the layout looked up last, and lastType its type: a trace
+	// decodes the same few structs over and over.
+	last     *layout
+	lastType btf.Type
 	pointees map[*byte]Pointee
 	windows  []Window // of the argument being decoded
 	// block is what is left of the block the members of structs and

@@ -88,7 +88,11 @@ const (
 
 // layout returns the layout of t, made on first use.
 func (d *Decoder) layout(t btf.Type) *layout {
+	if t == d.lastType && d.last != nil {
+		return d.last
+	}
 	if p, ok := d.layouts[t]; ok {
+		d.last, d.lastType = p, t
 		return p
 	}
 	p := &layout{path: -1}
@@ -108,6 +112,7 @@ func (d *Decoder) layout(t btf.Type) *layout {
 		p.path = pathOf(s)
 	}
 	d.layouts[t] = p
+	d.last, d.lastType = p, t
 	return p
 }
 

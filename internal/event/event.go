@@ -74,8 +74,12 @@ type Decoder struct {
 	// data is the memory captured behind each argument of the current
 	// record, nil where none was.
 	data [][]byte
-	// comms interns task names: a session sees few, each in many records.
-	comms map[[16]int8]string
+	// comms interns task names: a session sees few, each in many records;
+	// lastComm is the one looked up last, named lastName (at first, the
+	// empty name: "").
+	comms    map[[16]int8]string
+	lastComm [16]int8
+	lastName string
 	// shows holds, per plan, the layout of its --show values.
 	shows []filter.Block
 	// pointees and bytes serve plans with Deep captures: the structs
@@ -387,9 +391,19 @@ func argName(i int) string {
 // comm returns the task name b as a string, the same one for the same
 // name.
 func (d *Decoder) comm(b [16]int8) string {
-	if s, ok := d.comms[b]; ok {
-		return s
+	if b == d.lastComm {
+		return d.lastName
 	}
+	s, ok := d.comms[b]
+	if !ok {
+		s = d.intern(b)
+	}
+	d.lastComm, d.lastName = b, s
+	return s
+}
+
+// intern adds the task name b to the interned ones and returns it.
+func (d *Decoder) intern(b [16]int8) string {
 	if len(d.comms) >= maxComms {
 		clear(d.comms)
 	}
