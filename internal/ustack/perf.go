@@ -3,10 +3,12 @@
 package ustack
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -27,6 +29,8 @@ const mmapPages = 64
 type watcher struct {
 	cpus []perfRing
 	buf  []byte
+	// pending holds the events of one catchUp, from every CPU.
+	pending [][]byte
 	// Lost counts the events the buffers had no room for.
 	Lost uint64
 }
@@ -48,8 +52,12 @@ func (s *Symbolizer) Watch() error {
 		Type:   unix.PERF_TYPE_SOFTWARE,
 		Config: unix.PERF_COUNT_SW_DUMMY,
 		Size:   uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
-		Bits:   unix.PerfBitMmap | unix.PerfBitMmap2 | unix.PerfBitComm | unix.PerfBitCommExec | unix.PerfBitTask,
-		Wakeup: 1 << 30, // never woken: read when stacks are
+		Bits:   unix.PerfBitMmap | unix.PerfBitMmap2 | unix.PerfBitComm | unix.PerfBitCommExec | unix.PerfBitTask | unix.PerfBitSampleIDAll,
+		// Each event ends with its time: the buffers are per CPU, and a
+		// process that moved between CPUs has its exec on one and the
+		// mappings its loader makes next on another.
+		Sample_type: unix.PERF_SAMPLE_TIME,
+		Wakeup:      1 << 30, // never woken: read when stacks are
 	}
 	cpus, err := ebpf.PossibleCPU()
 	if err != nil {
@@ -101,26 +109,36 @@ func (w *watcher) close() {
 // are named, before the kernel's buffers of events fill and drop some.
 func (s *Symbolizer) CatchUp() { s.catchUp() }
 
-// catchUp applies the events written since the last call.
+// catchUp applies the events written since the last call, in the order
+// they happened across the CPUs.
 func (s *Symbolizer) catchUp() {
 	if s.watch == nil {
 		return
 	}
-	for i := range s.watch.cpus {
-		r := &s.watch.cpus[i]
+	w := s.watch
+	w.pending = w.pending[:0]
+	for i := range w.cpus {
+		r := &w.cpus[i]
 		head := atomic.LoadUint64(&r.meta.Data_head)
 		tail := r.meta.Data_tail
 		for tail < head {
-			hdr := s.watch.read(r.data, tail, 8)
+			hdr := w.read(r.data, tail, 8)
 			size := uint64(binary.NativeEndian.Uint16(hdr[6:]))
-			if size < 8 {
+			if size < 16 {
 				break
 			}
-			rec := s.watch.read(r.data, tail, size)
-			s.event(binary.NativeEndian.Uint32(rec), binary.NativeEndian.Uint16(rec[4:]), rec[8:])
+			rec := append([]byte(nil), w.read(r.data, tail, size)...)
+			w.pending = append(w.pending, rec)
 			tail += size
 		}
 		atomic.StoreUint64(&r.meta.Data_tail, head)
+	}
+	// The time is the last 8 bytes of each event (sample_id_all with
+	// PERF_SAMPLE_TIME).
+	at := func(rec []byte) uint64 { return binary.NativeEndian.Uint64(rec[len(rec)-8:]) }
+	slices.SortStableFunc(w.pending, func(a, b []byte) int { return cmp.Compare(at(a), at(b)) })
+	for _, rec := range w.pending {
+		s.event(binary.NativeEndian.Uint32(rec), binary.NativeEndian.Uint16(rec[4:]), rec[8:len(rec)-8])
 	}
 }
 

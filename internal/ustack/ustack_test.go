@@ -269,3 +269,33 @@ func TestEvents(t *testing.T) {
 		t.Errorf("after an exec, frames %q, want the address alone", got)
 	}
 }
+
+// TestEventsAcrossCPUs reads an exec from one CPU's buffer and the
+// mapping made after it from another's, the first CPU's read first: the
+// events apply in the order of their times, so the mapping stays.
+func TestEventsAcrossCPUs(t *testing.T) {
+	s := New()
+	s.Proc = t.TempDir() // no process is there
+	le := binary.NativeEndian
+	record := func(typ uint32, misc uint16, body []byte, time uint64) []byte {
+		body = le.AppendUint64(body, time)
+		b := le.AppendUint32(nil, typ)
+		b = le.AppendUint16(le.AppendUint16(b, misc), uint16(8+len(body)))
+		return append(b, body...)
+	}
+	ids := le.AppendUint32(le.AppendUint32(nil, 9), 9)
+	exec := record(unix.PERF_RECORD_COMM, unix.PERF_RECORD_MISC_COMM_EXEC, append(ids, "prog\x00\x00\x00\x00"...), 100)
+	body := le.AppendUint64(le.AppendUint64(le.AppendUint64(ids, 0x400000), 0x2000), 0x1000)
+	body = append(body, make([]byte, 24)...)
+	body = le.AppendUint32(le.AppendUint32(body, unix.PROT_READ|unix.PROT_EXEC), 0)
+	mmap := record(unix.PERF_RECORD_MMAP2, 0, append(body, "/usr/bin/prog\x00\x00\x00"...), 200)
+	ring := func(rec []byte) perfRing {
+		data := make([]byte, 4096)
+		copy(data, rec)
+		return perfRing{meta: &unix.PerfEventMmapPage{Data_head: uint64(len(rec))}, data: data}
+	}
+	s.watch = &watcher{cpus: []perfRing{ring(mmap), ring(exec)}}
+	if got := s.Frames(9, []uint64{0x400010}, 64); len(got) != 1 || got[0] != "prog+0x1010" {
+		t.Errorf("frames %q, want prog+0x1010: the exec applied after the mapping it came before", got)
+	}
+}
