@@ -735,13 +735,37 @@ func canonJSON(v any) any {
 	return nil
 }
 
-// canonArgs returns a JSON line's arguments; exit-only calls have none.
+// canonArgs returns a JSON line's arguments as text shows them; exit-only
+// calls have none.
 func canonArgs(o map[string]any) map[string]any {
-	m, _ := canonJSON(o["args"]).(map[string]any)
+	m, _ := asText(canonJSON(o["args"])).(map[string]any)
 	if m == nil {
 		m = map[string]any{}
 	}
 	return m
+}
+
+// asText reduces a canonical value to what text shows of it: a struct with
+// a short form ("$short") is that form alone.
+func asText(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		if short, ok := v["$short"].(string); ok {
+			return short
+		}
+		m := map[string]any{}
+		for k, x := range v {
+			m[k] = asText(x)
+		}
+		return m
+	case []any:
+		s := []any{}
+		for _, x := range v {
+			s = append(s, asText(x))
+		}
+		return s
+	}
+	return v
 }
 
 // canonRet returns a JSON line's return value as text shows it: -ENAME
@@ -751,7 +775,7 @@ func canonRet(o map[string]any) any {
 		return "-" + e
 	}
 	if r, ok := o["ret"]; ok {
-		return canonJSON(r)
+		return asText(canonJSON(r))
 	}
 	return "<none>"
 }
