@@ -7,11 +7,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl/call"
 	"github.com/trawl-dev/trawl/internal/bpf"
@@ -54,18 +52,19 @@ func (s *Session) counted() (uint64, error) {
 // figures read into buf. The calls are read from their own map, 8 bytes a
 // function: a function that was not called costs neither the time nor the
 // memory of its histogram, so that reading the figures stays quick, and
-// trawl small, with thousands of functions attached.
+// trawl small, with thousands of functions attached (with the histograms
+// in one map, a scrape of every function mapped 100 MB into trawl).
 func (s *Session) eachCounted(buf []byte, each func(id int, calls uint64, buf []byte)) error {
 	counts, err := s.capture.Collection.Maps[bpf.CaptureMapCallCounts].Memory()
 	if err != nil {
 		return fmt.Errorf("map the statistics: %w", err)
 	}
-	var stats *window
-	if buf != nil {
-		stats = newWindow(s.capture.Collection.Maps[bpf.CaptureMapStats])
-		defer stats.close()
+	stats, err := s.capture.Collection.Maps[bpf.CaptureMapStats].Memory()
+	if err != nil {
+		return fmt.Errorf("map the statistics: %w", err)
 	}
 	word := make([]byte, 8)
+	size := int64(len(buf))
 	for id := range s.plans {
 		// An array's elements are value-sized (a multiple of 8) and in
 		// order; the kernel's atomic adds make each word consistent.
@@ -76,69 +75,14 @@ func (s *Session) eachCounted(buf []byte, each func(id int, calls uint64, buf []
 		if calls == 0 {
 			continue
 		}
-		if stats != nil {
-			if err := stats.readAt(buf, int64(id)*int64(len(buf))); err != nil {
+		if buf != nil {
+			if _, err := stats.ReadAt(buf, int64(id)*size); err != nil {
 				return fmt.Errorf("read the statistics: %w", err)
 			}
 		}
 		each(id, calls, buf)
 	}
 	return nil
-}
-
-// windowSize is how much of a map a window maps at a time: the figures of
-// 8,000 functions, so that a scrape of every function maps and unmaps a
-// few windows, each a costly system call while every function is traced.
-const windowSize = 16 << 20
-
-// window reads a memory-mapped array map through a part of it mapped at a
-// time. cilium/ebpf's Map.Memory maps the whole map, and the kernel puts
-// every page of an array's mapping into the process at once
-// (remap_vmalloc_range): the figures of every function, 2 KB each, would
-// add 98 MB to trawl's resident memory on amd64-7.3, from the first
-// read to the exit.
-type window struct {
-	fd   int
-	size int64  // the map's mapped size
-	off  int64  // where data starts in the map
-	data []byte // nil: nothing mapped
-}
-
-func newWindow(m *ebpf.Map) *window {
-	page := int64(os.Getpagesize())
-	size := (int64(m.MaxEntries())*int64(m.ValueSize()) + page - 1) &^ (page - 1)
-	return &window{fd: m.FD(), size: size}
-}
-
-// readAt reads len(buf) bytes of the map at off into buf, mapping the
-// part of the map that holds them if it is not mapped yet.
-func (w *window) readAt(buf []byte, off int64) error {
-	end := off + int64(len(buf))
-	if w.data == nil || off < w.off || end > w.off+int64(len(w.data)) {
-		w.close()
-		start := off &^ (windowSize - 1)
-		length := max(windowSize, end-start)
-		length = (length + windowSize - 1) &^ (windowSize - 1)
-		length = min(length, w.size-start)
-		if end > start+length {
-			return fmt.Errorf("offset %d beyond the map's %d bytes", off, w.size)
-		}
-		data, err := unix.Mmap(w.fd, start, int(length), unix.PROT_READ, unix.MAP_SHARED)
-		if err != nil {
-			return fmt.Errorf("map %d bytes at %d: %w", length, start, err)
-		}
-		w.data, w.off = data, start
-	}
-	copy(buf, w.data[off-w.off:])
-	return nil
-}
-
-// close unmaps what is mapped.
-func (w *window) close() {
-	if w.data != nil {
-		unix.Munmap(w.data)
-		w.data = nil
-	}
 }
 
 // FunctionStats returns the figures the kernel counted for each function
