@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,13 +36,11 @@ func benchBuffer(ctx context.Context, backends []string, rounds int, target time
 	if err != nil {
 		return err
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var cpu0 unix.CPUSet
-	cpu0.Set(0)
-	if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
-		return fmt.Errorf("pin to CPU 0: %w", err)
+	unpin, err := pinCPU0()
+	if err != nil {
+		return err
 	}
+	defer unpin()
 	null, err := os.OpenFile("/dev/null", os.O_WRONLY, 0)
 	if err != nil {
 		return err

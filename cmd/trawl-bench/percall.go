@@ -400,13 +400,11 @@ func benchCalls(ctx context.Context, backends []string, rounds int, target time.
 	if err != nil {
 		return err
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var cpu0 unix.CPUSet
-	cpu0.Set(0)
-	if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
-		return fmt.Errorf("pin to CPU 0: %w", err)
+	unpin, err := pinCPU0()
+	if err != nil {
+		return err
 	}
+	defer unpin()
 	trig, err := newTrigger()
 	if err != nil {
 		return err
@@ -816,4 +814,17 @@ func (r callRound) String() string {
 	}
 	return fmt.Sprintf("baseline %.0f ns, empty %.0f ns%s, trawl %.0f ns, trawl --stats %.0f ns, --show %.0f ns, gated %.0f ns, --stack %.0f ns, --stack=user %.0f ns, --track untracked %.0f ns",
 		r.base, r.empty, floor, r.trawl, r.stats, r.show, r.gated, r.stack, r.ustack, r.untracked)
+}
+
+// pinCPU0 locks the calling goroutine to its thread and pins the thread to
+// CPU 0, where the calls are measured; unpin unlocks it.
+func pinCPU0() (unpin func(), err error) {
+	runtime.LockOSThread()
+	var cpu0 unix.CPUSet
+	cpu0.Set(0)
+	if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("pin to CPU 0: %w", err)
+	}
+	return runtime.UnlockOSThread, nil
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -288,13 +287,11 @@ const smallBytes = 8
 // program on it and with trawl tracing it, and prints the table. The
 // measuring thread is pinned to CPU 0.
 func benchTracepointCalls(ctx context.Context, rounds int, target time.Duration) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var cpu0 unix.CPUSet
-	cpu0.Set(0)
-	if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
-		return fmt.Errorf("pin to CPU 0: %w", err)
+	unpin, err := pinCPU0()
+	if err != nil {
+		return err
 	}
+	defer unpin()
 	ren, err := newRenamer()
 	if err != nil {
 		return err
