@@ -158,16 +158,23 @@ func (s *Session) StackCounts() ([]StackCount, error) {
 	return s.stackCounts()
 }
 
+// byFunction returns the counts of a session without stacks: each
+// function's calls, under no stack.
+func byFunction(fs []call.FunctionStats) []StackCount {
+	var counts []StackCount
+	for _, f := range fs {
+		counts = append(counts, StackCount{Func: f.Func, Module: f.Module, Calls: f.Calls})
+	}
+	return counts
+}
+
 // stackCounts reads StackCounts from the maps, with mu held.
 func (s *Session) stackCounts() ([]StackCount, error) {
-	var counts []StackCount
 	if s.stacks == nil && s.ustacks == nil {
 		fs, err := s.functionStats()
-		for _, f := range fs {
-			counts = append(counts, StackCount{Func: f.Func, Module: f.Module, Calls: f.Calls})
-		}
-		return counts, err
+		return byFunction(fs), err
 	}
+	var counts []StackCount
 	err := eachCount(s.capture.Collection.Maps[bpf.CaptureMapStackCounts], func(k bpf.CaptureStackCountKey, n uint64) {
 		if int(k.Func) >= len(s.plans) {
 			return

@@ -465,8 +465,12 @@ func (s *Session) close() error {
 			if s.aggregate && s.capture.Collection != nil {
 				fs, fsErr := s.functionStats()
 				s.finalStats = fs
-				sc, scErr := s.stackCounts()
-				s.finalStackCounts = sc
+				var scErr error
+				if s.stacks == nil && s.ustacks == nil {
+					s.finalStackCounts = byFunction(fs)
+				} else {
+					s.finalStackCounts, scErr = s.stackCounts()
+				}
 				err = errors.Join(err, fsErr, scErr)
 			}
 			return err
