@@ -7,7 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"unsafe"
+	"slices"
 
 	"github.com/cilium/ebpf"
 
@@ -43,46 +43,45 @@ func sizeAggregation(spec *ebpf.CollectionSpec, cfg Config, n int) error {
 // counted sums the calls the kernel counted over the functions.
 func (s *Session) counted() (uint64, error) {
 	var sum uint64
-	err := s.eachCounted(nil, func(_ int, calls uint64, _ []byte) { sum += calls })
+	err := s.eachCounted(func(_ uint32, calls uint64) { sum += calls })
 	return sum, err
 }
 
 // eachCounted calls each for every function the kernel counted calls of,
-// with its id, its number of calls and, if buf is not nil, its other
-// figures read into buf. The calls are read from their own map, 8 bytes a
-// function: a function that was not called costs neither the time nor the
-// memory of its histogram, so that reading the figures stays quick, and
-// trawl small, with thousands of functions attached (with the histograms
-// in one map, a scrape of every function mapped 100 MB into trawl).
-func (s *Session) eachCounted(buf []byte, each func(id int, calls uint64, buf []byte)) error {
+// with its id and its number of calls, read from their own map, 8 bytes
+// a function, mapped: a function that was not called costs neither the
+// time nor the memory of its figures.
+func (s *Session) eachCounted(each func(id uint32, calls uint64)) error {
 	counts, err := s.capture.Collection.Maps[bpf.CaptureMapCallCounts].Memory()
 	if err != nil {
 		return fmt.Errorf("map the statistics: %w", err)
 	}
-	stats, err := s.capture.Collection.Maps[bpf.CaptureMapStats].Memory()
-	if err != nil {
-		return fmt.Errorf("map the statistics: %w", err)
-	}
 	word := make([]byte, 8)
-	size := int64(len(buf))
 	for id := range s.plans {
 		// An array's elements are value-sized (a multiple of 8) and in
 		// order; the kernel's atomic adds make each word consistent.
 		if _, err := counts.ReadAt(word, int64(id)*8); err != nil {
 			return fmt.Errorf("read the statistics: %w", err)
 		}
-		calls := binary.NativeEndian.Uint64(word)
-		if calls == 0 {
-			continue
+		if calls := binary.NativeEndian.Uint64(word); calls > 0 {
+			each(uint32(id), calls)
 		}
-		if buf != nil {
-			if _, err := stats.ReadAt(buf, int64(id)*size); err != nil {
-				return fmt.Errorf("read the statistics: %w", err)
-			}
-		}
-		each(id, calls, buf)
 	}
 	return nil
+}
+
+// figuresBatch is how many functions' figures (2 KiB each) one system
+// call reads.
+const figuresBatch = 64
+
+// eachFigures calls each with the figures of every function called, made
+// by the kernel at its first call; st is valid during the call only.
+func (s *Session) eachFigures(each func(id uint32, st *bpf.CaptureFuncStats)) error {
+	return eachEntry(s.capture.Collection.Maps[bpf.CaptureMapStats], figuresBatch, func(id uint32, st *bpf.CaptureFuncStats) {
+		if int(id) < len(s.plans) {
+			each(id, st)
+		}
+	})
 }
 
 // FunctionStats returns the figures the kernel counted for each function
@@ -100,34 +99,37 @@ func (s *Session) FunctionStats() ([]call.FunctionStats, error) {
 	return s.functionStats()
 }
 
-// functionStats reads FunctionStats from the maps, with mu held.
+// functionStats reads FunctionStats from the maps, with mu held, in the
+// order of the functions' ids. A function called without figures
+// (Stats.MissFigures) has its calls alone.
 func (s *Session) functionStats() ([]call.FunctionStats, error) {
 	var fs []call.FunctionStats
 	index := map[uint32]int{}
-	buf := make([]byte, unsafe.Sizeof(bpf.CaptureFuncStats{}))
-	err := s.eachCounted(buf, func(id int, calls uint64, buf []byte) {
+	err := s.eachCounted(func(id uint32, calls uint64) {
 		p := s.plans[id]
-		word := func(i int) uint64 { return binary.NativeEndian.Uint64(buf[8*i:]) }
-		counts := make([]uint64, bpf.CaptureHistLayoutHIST_BUCKETS)
-		for i := range counts {
-			counts[i] = word(3 + i)
-		}
-		index[uint32(id)] = len(fs)
-		f := call.FunctionStats{Func: p.Func.Name, Module: p.Func.Module, Calls: calls, Event: p.Func.IsTracepoint()}
-		if !f.Event {
-			f.Errors, f.Total, f.Latency = word(0), word(1), call.NewHistogram(counts, word(2))
-		}
-		fs = append(fs, f)
+		index[id] = len(fs)
+		fs = append(fs, call.FunctionStats{Func: p.Func.Name, Module: p.Func.Module, Calls: calls, Event: p.Func.IsTracepoint()})
 	})
 	if err != nil {
 		return nil, err
 	}
-	err = eachCount(s.capture.Collection.Maps[bpf.CaptureMapErrnos], func(k bpf.CaptureErrnoKey, n uint64) {
+	err = s.eachFigures(func(id uint32, st *bpf.CaptureFuncStats) {
+		i, ok := index[id]
+		if !ok || fs[i].Event {
+			return
+		}
+		fs[i].Errors, fs[i].Total = st.Errors, st.TotalNs
+		fs[i].Latency = call.NewHistogram(slices.Clone(st.Hist[:]), st.MaxNs)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the figures: %w", err)
+	}
+	err = eachEntry(s.capture.Collection.Maps[bpf.CaptureMapErrnos], 4096, func(k bpf.CaptureErrnoKey, n *uint64) {
 		if i, ok := index[k.Func]; ok {
 			if fs[i].Errnos == nil {
 				fs[i].Errnos = map[int]uint64{}
 			}
-			fs[i].Errnos[int(k.Err)] = n
+			fs[i].Errnos[int(k.Err)] = *n
 		}
 	})
 	if err != nil {
@@ -175,12 +177,12 @@ func (s *Session) stackCounts() ([]StackCount, error) {
 		return byFunction(fs), err
 	}
 	var counts []StackCount
-	err := eachCount(s.capture.Collection.Maps[bpf.CaptureMapStackCounts], func(k bpf.CaptureStackCountKey, n uint64) {
+	err := eachEntry(s.capture.Collection.Maps[bpf.CaptureMapStackCounts], 4096, func(k bpf.CaptureStackCountKey, n *uint64) {
 		if int(k.Func) >= len(s.plans) {
 			return
 		}
 		fn := s.plans[k.Func].Func
-		c := StackCount{Func: fn.Name, Module: fn.Module, PID: k.Pid, Calls: n}
+		c := StackCount{Func: fn.Name, Module: fn.Module, PID: k.Pid, Calls: *n}
 		switch {
 		case k.Stack == uint32(bpf.CaptureStackMarkSTACK_LOST):
 			c.Stack = []string{call.LostStack}
@@ -199,39 +201,38 @@ func (s *Session) stackCounts() ([]StackCount, error) {
 		return nil, fmt.Errorf("read the counts by stack: %w", err)
 	}
 	// The calls the map had no room for, counted with their function.
-	buf := make([]byte, unsafe.Sizeof(bpf.CaptureFuncStats{}))
-	unstacked := unsafe.Offsetof(bpf.CaptureFuncStats{}.Unstacked)
-	err = s.eachCounted(buf, func(id int, _ uint64, buf []byte) {
-		if n := binary.NativeEndian.Uint64(buf[unstacked:]); n > 0 {
+	err = s.eachFigures(func(id uint32, st *bpf.CaptureFuncStats) {
+		if st.Unstacked > 0 {
 			fn := s.plans[id].Func
-			counts = append(counts, StackCount{Func: fn.Name, Module: fn.Module, Stack: []string{call.UncountedStack}, Calls: n})
+			counts = append(counts, StackCount{Func: fn.Name, Module: fn.Module, Stack: []string{call.UncountedStack}, Calls: st.Unstacked})
 		}
 	})
 	return counts, err
 }
 
-// eachCount calls each for every entry of a hash map of counts by key
-// K. It reads the map in batches where the kernel can (5.6+): a scrape
-// of a trace of every function made two system calls per entry
+// eachEntry calls each for every entry of a hash map with keys K and
+// values V, read batch entries at a time where the kernel can (5.6+): a
+// scrape of a trace of every function made two system calls per entry
 // otherwise, each of them traced, and took 20 s in the amd64-7.3 guest.
-func eachCount[K any](m *ebpf.Map, each func(K, uint64)) error {
-	keys := make([]K, min(m.MaxEntries(), 4096))
-	counts := make([]uint64, len(keys))
+// The value is valid during the call only.
+func eachEntry[K, V any](m *ebpf.Map, batch int, each func(K, *V)) error {
+	keys := make([]K, min(int(m.MaxEntries()), batch))
+	values := make([]V, len(keys))
 	var cursor ebpf.MapBatchCursor
 	for {
-		n, err := m.BatchLookup(&cursor, keys, counts, nil)
+		n, err := m.BatchLookup(&cursor, keys, values, nil)
 		for i := range n {
-			each(keys[i], counts[i])
+			each(keys[i], &values[i])
 		}
 		switch {
 		case errors.Is(err, ebpf.ErrKeyNotExist):
 			return nil
 		case errors.Is(err, ebpf.ErrNotSupported) && n == 0:
 			var k K
-			var c uint64
+			var v V
 			it := m.Iterate()
-			for it.Next(&k, &c) {
-				each(k, c)
+			for it.Next(&k, &v) {
+				each(k, &v)
 			}
 			return it.Err()
 		case err != nil:

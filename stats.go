@@ -66,6 +66,11 @@ type Stats struct {
 	// (Config.StackCounts): StackCounts gives them under the frame
 	// call.UncountedStack.
 	MissStackCount uint64
+	// MissFigures counts, with Config.Aggregate, the calls counted
+	// without their duration and error, the kernel's map of per-function
+	// figures refusing their function's first entry (its bucket busy in
+	// a program the call's interrupted).
+	MissFigures uint64
 	// StaleGates counts, with Config.Entries, the entry calls whose exit
 	// was missed (their calls counted in MissExit): a later call of the
 	// same entry function, not nested in it, shut their task's gate.
@@ -133,4 +138,5 @@ var counterFields = [bpf.CaptureCounterCNT_MAX]func(*Stats) *uint64{
 	bpf.CaptureCounterCNT_TRACK_EXPIRED:    func(s *Stats) *uint64 { return &s.TrackExpired },
 	bpf.CaptureCounterCNT_UNTRACKED:        func(s *Stats) *uint64 { return &s.Untracked },
 	bpf.CaptureCounterCNT_MISS_STACK_COUNT: func(s *Stats) *uint64 { return &s.MissStackCount },
+	bpf.CaptureCounterCNT_MISS_FIGURES:     func(s *Stats) *uint64 { return &s.MissFigures },
 }

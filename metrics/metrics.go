@@ -152,7 +152,7 @@ func Missed(st trawl.Stats) []MissedCount {
 	return []MissedCount{
 		{"no_task_storage", st.MissStorage}, {"too_deep", st.MissDepth}, {"exit_without_entry", st.MissEntry},
 		{"entry_without_exit", st.MissExit}, {"errno_map_full", st.MissErrno}, {"pids_map_full", st.MissPIDs},
-		{"recursion", sum(st.RecursionMisses)},
+		{"figures_not_counted", st.MissFigures}, {"recursion", sum(st.RecursionMisses)},
 	}
 }
 

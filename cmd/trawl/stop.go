@@ -331,6 +331,9 @@ func summary(w io.Writer, st trawl.Stats, all bool) {
 	if st.MissErrno > 0 {
 		fmt.Fprintf(w, "trawl: %d errors not counted by errno (the errno map was full)\n", st.MissErrno)
 	}
+	if st.MissFigures > 0 {
+		fmt.Fprintf(w, "trawl: %d calls counted without their duration and error (the figures map refused their function)\n", st.MissFigures)
+	}
 	if st.OutsideEntry > 0 || st.Chains > 0 || st.MissChain > 0 {
 		fmt.Fprintf(w, "trawl: --entry: %d calls outside every entry call left out in the kernel, %d error chains", st.OutsideEntry, st.Chains)
 		if st.MissChain > 0 || all {

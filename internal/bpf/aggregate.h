@@ -6,11 +6,13 @@
 
 volatile const __u32 aggregate = 0; /* --stats: count calls in stats, send none */
 
-/* --stats: each function's calls that passed the filters and its other
- * figures (at its plan's index), and its errors by errno. All have one
- * entry unless the loader sizes them. The calls are apart from the rest so
- * that user space finds the functions called by reading 8 bytes of each,
- * not every page of stats (2 KiB a function). */
+/* --stats: each function's calls that passed the filters (at its plan's
+ * index), and its other figures, made at its first call. All have one
+ * entry unless the loader sizes them. The calls are an array user space
+ * maps, 8 bytes a function; the figures (2 KiB a function) a hash that
+ * holds the functions called only, which user space reads in batches:
+ * with every function attached, a few thousand are called, and an array
+ * of them all, mapped, put 100 MB into trawl. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
@@ -20,12 +22,19 @@ struct {
 } call_counts SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct func_stats);
 } stats SEC(".maps");
+
+/* A function's figures before its first call: never written. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct func_stats);
+} no_stats SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -75,17 +84,42 @@ static __always_inline void count_errno(__u32 func, const struct plan *p, __u64 
 		count(CNT_MISS_ERRNO);
 }
 
+/* figures_of returns the figures of func, made at its first call, or
+ * NULL, counted in CNT_MISS_FIGURES, when the map refuses them (its
+ * bucket busy in a program this one interrupted). */
+static __always_inline struct func_stats *figures_of(__u32 func)
+{
+	struct func_stats *st = bpf_map_lookup_elem(&stats, &func);
+	__u32 zero = 0;
+	void *none;
+
+	if (st)
+		return st;
+	none = bpf_map_lookup_elem(&no_stats, &zero);
+	if (!none)
+		return NULL;
+	/* Another CPU may add them first: then both look them up. */
+	bpf_map_update_elem(&stats, &func, none, BPF_NOEXIST);
+	st = bpf_map_lookup_elem(&stats, &func);
+	if (!st)
+		count(CNT_MISS_FIGURES);
+	return st;
+}
+
 /* tally counts a call of func that returned ret in its figures, with its
  * duration if its entry was seen. */
 static __always_inline void tally(__u32 func, int entry, __u64 dur, __u64 ret)
 {
-	struct func_stats *st = bpf_map_lookup_elem(&stats, &func);
 	__u64 *calls = bpf_map_lookup_elem(&call_counts, &func);
+	struct func_stats *st;
 	const struct plan *p;
 
-	if (!st || !calls)
+	if (!calls)
 		return;
 	__sync_fetch_and_add(calls, 1);
+	st = figures_of(func);
+	if (!st)
+		return;
 	if (entry) {
 		__sync_fetch_and_add(&st->total_ns, dur);
 		__sync_fetch_and_add(&st->hist[hist_bucket(dur) & (HIST_BUCKETS - 1)], 1);

@@ -262,6 +262,7 @@ enum counter {
 	CNT_TRACK_EXPIRED, /* --track: objects untracked because no traced call received them in time */
 	CNT_UNTRACKED,    /* --track: entries left out, receiving no tracked object */
 	CNT_MISS_STACK_COUNT, /* --stats --stack: calls the stack_counts map had no room for */
+	CNT_MISS_FIGURES, /* --stats: calls counted without duration nor errors: the stats map refused their function */
 	CNT_MAX,
 };
 

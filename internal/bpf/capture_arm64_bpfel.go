@@ -69,7 +69,8 @@ const (
 	CaptureCounterCNT_TRACK_EXPIRED    CaptureCounter = 22
 	CaptureCounterCNT_UNTRACKED        CaptureCounter = 23
 	CaptureCounterCNT_MISS_STACK_COUNT CaptureCounter = 24
-	CaptureCounterCNT_MAX              CaptureCounter = 25
+	CaptureCounterCNT_MISS_FIGURES     CaptureCounter = 25
+	CaptureCounterCNT_MAX              CaptureCounter = 26
 )
 
 type CaptureErrKind uint32
@@ -279,6 +280,7 @@ const (
 	CaptureMapFrames                = "frames"
 	CaptureMapFuncIps               = "func_ips"
 	CaptureMapJourneys              = "journeys"
+	CaptureMapNoStats               = "no_stats"
 	CaptureMapNspids                = "nspids"
 	CaptureMapPids                  = "pids"
 	CaptureMapPlans                 = "plans"
@@ -403,6 +405,7 @@ type CaptureMapSpecs struct {
 	Frames      *ebpf.MapSpec `ebpf:"frames"`
 	FuncIps     *ebpf.MapSpec `ebpf:"func_ips"`
 	Journeys    *ebpf.MapSpec `ebpf:"journeys"`
+	NoStats     *ebpf.MapSpec `ebpf:"no_stats"`
 	Nspids      *ebpf.MapSpec `ebpf:"nspids"`
 	Pids        *ebpf.MapSpec `ebpf:"pids"`
 	Plans       *ebpf.MapSpec `ebpf:"plans"`
@@ -475,6 +478,7 @@ type CaptureMaps struct {
 	Frames      *ebpf.Map `ebpf:"frames"`
 	FuncIps     *ebpf.Map `ebpf:"func_ips"`
 	Journeys    *ebpf.Map `ebpf:"journeys"`
+	NoStats     *ebpf.Map `ebpf:"no_stats"`
 	Nspids      *ebpf.Map `ebpf:"nspids"`
 	Pids        *ebpf.Map `ebpf:"pids"`
 	Plans       *ebpf.Map `ebpf:"plans"`
@@ -497,6 +501,7 @@ func (m *CaptureMaps) Close() error {
 		m.Frames,
 		m.FuncIps,
 		m.Journeys,
+		m.NoStats,
 		m.Nspids,
 		m.Pids,
 		m.Plans,

@@ -148,6 +148,7 @@ const (
 	CaptureLeanMapFrames                = "frames"
 	CaptureLeanMapFuncIps               = "func_ips"
 	CaptureLeanMapJourneys              = "journeys"
+	CaptureLeanMapNoStats               = "no_stats"
 	CaptureLeanMapNspids                = "nspids"
 	CaptureLeanMapPids                  = "pids"
 	CaptureLeanMapPlans                 = "plans"
@@ -251,6 +252,7 @@ type CaptureLeanMapSpecs struct {
 	Frames      *ebpf.MapSpec `ebpf:"frames"`
 	FuncIps     *ebpf.MapSpec `ebpf:"func_ips"`
 	Journeys    *ebpf.MapSpec `ebpf:"journeys"`
+	NoStats     *ebpf.MapSpec `ebpf:"no_stats"`
 	Nspids      *ebpf.MapSpec `ebpf:"nspids"`
 	Pids        *ebpf.MapSpec `ebpf:"pids"`
 	Plans       *ebpf.MapSpec `ebpf:"plans"`
@@ -302,6 +304,7 @@ type CaptureLeanMaps struct {
 	Frames      *ebpf.Map `ebpf:"frames"`
 	FuncIps     *ebpf.Map `ebpf:"func_ips"`
 	Journeys    *ebpf.Map `ebpf:"journeys"`
+	NoStats     *ebpf.Map `ebpf:"no_stats"`
 	Nspids      *ebpf.Map `ebpf:"nspids"`
 	Pids        *ebpf.Map `ebpf:"pids"`
 	Plans       *ebpf.Map `ebpf:"plans"`
@@ -324,6 +327,7 @@ func (m *CaptureLeanMaps) Close() error {
 		m.Frames,
 		m.FuncIps,
 		m.Journeys,
+		m.NoStats,
 		m.Nspids,
 		m.Pids,
 		m.Plans,

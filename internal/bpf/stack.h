@@ -121,7 +121,7 @@ static __always_inline void count_stack(void *ctx, __u32 func, __u32 stack)
 		return;
 	}
 	count(CNT_MISS_STACK_COUNT);
-	st = bpf_map_lookup_elem(&stats, &func);
+	st = figures_of(func);
 	if (st)
 		__sync_fetch_and_add(&st->unstacked, 1);
 }
