@@ -239,6 +239,7 @@ func (s *Session) plan(cfg Config) error {
 	planner := plan.NewPlanner(cfg.Capture.budgets())
 	s.targets = make([]backend.Target, 0, len(sel.Selected))
 	s.plans = make([]*plan.Plan, 0, len(sel.Selected))
+	counted := map[*plan.Arg][]plan.Arg{}
 	for _, fn := range sel.Selected {
 		p, err := planner.Plan(fn)
 		if err == nil {
@@ -257,10 +258,7 @@ func (s *Session) plan(cfg Config) error {
 		}
 		if cfg.Aggregate && cfg.Filter == "" {
 			// Only counted: no memory behind the arguments is needed.
-			p.Args = slices.Clone(p.Args) // the planner shares them
-			for i := range p.Args {
-				p.Args[i].Budget = 0
-			}
+			p.Args = countedArgs(counted, p.Args)
 			p.Deep, p.Packets, p.Windows, p.Members = nil, nil, nil, nil
 		}
 		body, reason := s.flt.compile(p)
@@ -295,6 +293,26 @@ func (s *Session) plan(cfg Config) error {
 		return fmt.Errorf("none of the %d selected functions can be attached with %s: %s", len(sel.Selected), s.backend.Name, strings.Join(s.planSkips.Summary(1), "; "))
 	}
 	return s.wire(arch)
+}
+
+// countedArgs returns args with nothing to capture behind them, for a
+// function whose calls are only counted. The planner shares one slice of
+// arguments among the functions of a prototype (25,000 prototypes for
+// 56,000 functions), and so does countedArgs, by seen: a copy each took
+// 14.5 MB with every function traced.
+func countedArgs(seen map[*plan.Arg][]plan.Arg, args []plan.Arg) []plan.Arg {
+	if len(args) == 0 {
+		return args
+	}
+	if c, ok := seen[&args[0]]; ok {
+		return c
+	}
+	c := slices.Clone(args)
+	for i := range c {
+		c[i].Budget = 0
+	}
+	seen[&args[0]] = c
+	return c
 }
 
 // wire lays out the targets' plans as the capture program reads them, for

@@ -19,6 +19,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"path"
@@ -392,19 +393,31 @@ func loadKept(fsys fs.FS, keep *nameSet, keptLists func() *lists) (*Catalogue, *
 
 func round(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
-// readFile reads a file whole. Written by hand because fs.ReadFile, for a
-// file whose size it cannot know beforehand (those of /proc and tracefs),
-// grows its buffer by a quarter at a time from 512 bytes, copying
-// kallsyms (10 MB) about four times over; this doubles it from 1 MB.
+// readFile reads a file whole into a slice of its size. Written by hand
+// because fs.ReadFile, for a file whose size it cannot know beforehand
+// (those of /proc and tracefs), grows its buffer by a quarter at a time
+// from 512 bytes, copying kallsyms (10 MB) about four times over, and a
+// buffer grown by doubling keeps up to twice the text for as long as
+// the catalogue's names point into it (16 MB for kallsyms): this reads
+// 1 MB chunks and joins them once.
 func readFile(fsys fs.FS, name string) ([]byte, error) {
 	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	buf := bytes.NewBuffer(make([]byte, 0, 1<<20))
-	_, err = buf.ReadFrom(f)
-	return buf.Bytes(), err
+	var chunks [][]byte
+	for {
+		chunk := make([]byte, 1<<20)
+		n, err := io.ReadFull(f, chunk)
+		chunks = append(chunks, chunk[:n])
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return bytes.Join(chunks, nil), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // traceableFile is a tracefs file listing the traceable functions.
