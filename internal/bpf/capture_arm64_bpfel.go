@@ -305,6 +305,7 @@ const (
 	CaptureProgKprobeSessionCapture = "kprobe_session_capture"
 	CaptureProgKretprobeCapture     = "kretprobe_capture"
 	CaptureProgKretprobeOne         = "kretprobe_one"
+	CaptureProgRawTpCapture         = "raw_tp_capture"
 	CaptureProgTpBtfOne             = "tp_btf_one"
 	CaptureVarAggregate             = "aggregate"
 	CaptureVarArmed                 = "armed"
@@ -390,6 +391,7 @@ type CaptureProgramSpecs struct {
 	KprobeSessionCapture *ebpf.ProgramSpec `ebpf:"kprobe_session_capture"`
 	KretprobeCapture     *ebpf.ProgramSpec `ebpf:"kretprobe_capture"`
 	KretprobeOne         *ebpf.ProgramSpec `ebpf:"kretprobe_one"`
+	RawTpCapture         *ebpf.ProgramSpec `ebpf:"raw_tp_capture"`
 	TpBtfOne             *ebpf.ProgramSpec `ebpf:"tp_btf_one"`
 }
 
@@ -565,6 +567,7 @@ type CapturePrograms struct {
 	KprobeSessionCapture *ebpf.Program `ebpf:"kprobe_session_capture"`
 	KretprobeCapture     *ebpf.Program `ebpf:"kretprobe_capture"`
 	KretprobeOne         *ebpf.Program `ebpf:"kretprobe_one"`
+	RawTpCapture         *ebpf.Program `ebpf:"raw_tp_capture"`
 	TpBtfOne             *ebpf.Program `ebpf:"tp_btf_one"`
 }
 
@@ -584,6 +587,7 @@ func (p *CapturePrograms) Close() error {
 		p.KprobeSessionCapture,
 		p.KretprobeCapture,
 		p.KretprobeOne,
+		p.RawTpCapture,
 		p.TpBtfOne,
 	)
 }

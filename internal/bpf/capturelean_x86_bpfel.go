@@ -173,6 +173,7 @@ const (
 	CaptureLeanProgKprobeSessionCapture = "kprobe_session_capture"
 	CaptureLeanProgKretprobeCapture     = "kretprobe_capture"
 	CaptureLeanProgKretprobeOne         = "kretprobe_one"
+	CaptureLeanProgRawTpCapture         = "raw_tp_capture"
 	CaptureLeanProgTpBtfOne             = "tp_btf_one"
 	CaptureLeanVarAggregate             = "aggregate"
 	CaptureLeanVarArmed                 = "armed"
@@ -237,6 +238,7 @@ type CaptureLeanProgramSpecs struct {
 	KprobeSessionCapture *ebpf.ProgramSpec `ebpf:"kprobe_session_capture"`
 	KretprobeCapture     *ebpf.ProgramSpec `ebpf:"kretprobe_capture"`
 	KretprobeOne         *ebpf.ProgramSpec `ebpf:"kretprobe_one"`
+	RawTpCapture         *ebpf.ProgramSpec `ebpf:"raw_tp_capture"`
 	TpBtfOne             *ebpf.ProgramSpec `ebpf:"tp_btf_one"`
 }
 
@@ -370,6 +372,7 @@ type CaptureLeanPrograms struct {
 	KprobeSessionCapture *ebpf.Program `ebpf:"kprobe_session_capture"`
 	KretprobeCapture     *ebpf.Program `ebpf:"kretprobe_capture"`
 	KretprobeOne         *ebpf.Program `ebpf:"kretprobe_one"`
+	RawTpCapture         *ebpf.Program `ebpf:"raw_tp_capture"`
 	TpBtfOne             *ebpf.Program `ebpf:"tp_btf_one"`
 }
 
@@ -389,6 +392,7 @@ func (p *CaptureLeanPrograms) Close() error {
 		p.KprobeSessionCapture,
 		p.KretprobeCapture,
 		p.KretprobeOne,
+		p.RawTpCapture,
 		p.TpBtfOne,
 	)
 }

@@ -2,9 +2,9 @@
 /* The programs serving one function each, part of capture.c, for kernels
  * whose programs cannot tell their function: kprobe and kretprobe
  * (internal/backend/kprobe.go), fentry and fexit before 5.17
- * (internal/backend/fentry.go); and tracepoints (tp_btf,
- * internal/backend/tracepoint.go), whose programs have no attach cookie
- * before 6.10. */
+ * (internal/backend/fentry.go), and tracepoints before 6.10 (tp_btf),
+ * whose programs have no attach cookie; and the raw_tp program that
+ * serves every tracepoint from 6.10 (internal/backend/tracepoint.go). */
 #ifndef TRAWL_ONE_H
 #define TRAWL_ONE_H
 
@@ -84,11 +84,14 @@ static __always_inline __u64 ctx_ret(void *ctx, __u64 n)
 }
 
 /* one_entry starts a call of func in a program that serves func alone
- * (kprobe_one, fentry_one) and saves its slots in the call for the exit:
- * from the registers a kprobe saw, or the trampoline's context. */
-static __always_inline void one_entry(void *ctx, int kprobe)
+ * (kprobe_one, fentry_one, tp_btf_one) and saves its slots in the call for
+ * the exit: from the registers a kprobe saw, or the trampoline's or
+ * tracepoint's context. A program serving every tracepoint (shared set,
+ * raw_tp_capture) takes the slot and capture counts from the plan, not
+ * from the constants the loader splices into a copy. */
+static __always_inline void one_entry(void *ctx, __u32 func, int kprobe, int shared)
 {
-	__u32 func = trawl_func(), d;
+	__u32 d;
 	struct shadow *s;
 	const struct plan *p;
 	struct call *c;
@@ -104,21 +107,21 @@ static __always_inline void one_entry(void *ctx, int kprobe)
 	if (kprobe)
 		kprobe_slots(ctx, c->slots, p);
 	else
-		ctx_slots(ctx, trawl_nr_slots(), c->slots);
-	enter(ctx, c, d, p, KPROBE_ONE);
+		ctx_slots(ctx, shared ? p->nr_slots : trawl_nr_slots(), c->slots);
+	enter(ctx, c, d, p, shared ? KPROBE_MANY : KPROBE_ONE);
 }
 
 SEC("kprobe/trawl_placeholder")
 int kprobe_one(void *ctx)
 {
-	one_entry(ctx, 1);
+	one_entry(ctx, trawl_func(), 1, 0);
 	return 0;
 }
 
 SEC("fentry/trawl_placeholder")
 int fentry_one(void *ctx)
 {
-	one_entry(ctx, 0);
+	one_entry(ctx, trawl_func(), 0, 0);
 	return 0;
 }
 
@@ -132,12 +135,32 @@ int fexit_one(void *ctx)
 /* A tracepoint's program: its context is the tracepoint's arguments, a
  * slot each, as a trampoline's. An event is a call entered and ended at
  * once, returning nothing: it goes the way of every call, filters,
- * captures and --stats included. */
+ * captures and --stats included. Before 6.10, the loader loads a copy of
+ * tp_btf_one per tracepoint, which knows its plan index and slot count as
+ * constants. */
 SEC("tp_btf/trawl_placeholder")
 int tp_btf_one(void *ctx)
 {
-	one_entry(ctx, 0);
-	one_exit(ctx, trawl_func(), 0);
+	__u32 func = trawl_func();
+
+	one_entry(ctx, func, 0, 0);
+	one_exit(ctx, func, 0);
+	return 0;
+}
+
+/* From 6.10, raw_tp_capture is loaded once and attached to every
+ * tracepoint with the tracepoint's plan index as the attach cookie. It
+ * reads the arguments with bpf_probe_read_kernel (ctx_slots), never by a
+ * load from ctx: the kernel refuses to attach a raw_tp program to a
+ * tracepoint with fewer arguments than its furthest load from ctx
+ * reaches. */
+SEC("raw_tp/trawl_placeholder")
+int raw_tp_capture(void *ctx)
+{
+	__u32 func = bpf_get_attach_cookie(ctx);
+
+	one_entry(ctx, func, 0, 1);
+	one_exit(ctx, func, 0);
 	return 0;
 }
 

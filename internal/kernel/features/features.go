@@ -21,6 +21,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"github.com/trawl-dev/trawl/internal/kernel"
 	"github.com/trawl-dev/trawl/internal/kernel/rawbpf"
@@ -36,6 +37,7 @@ var (
 	kprobeSession  = sync.OnceValue(func() error { return probeKprobeMulti(true) })
 	fsession       = sync.OnceValue(probeFsession)
 	tracingMulti   = sync.OnceValue(probeTracingMulti)
+	rawTPCookie    = sync.OnceValue(probeRawTracepointCookie)
 )
 
 // Fentry probes for fentry/fexit programs attached through BPF links.
@@ -65,6 +67,11 @@ func Fsession() error { return fsession() }
 // TracingMulti probes for fentry.multi programs on a tracing_multi link.
 // Linux 7.2, x86-64 only.
 func TracingMulti() error { return tracingMulti() }
+
+// RawTracepointCookie probes for attach cookies of raw tracepoints: a
+// raw_tp program calling bpf_get_attach_cookie, attached with a cookie,
+// by which one program serves many tracepoints. Linux 6.10.
+func RawTracepointCookie() error { return rawTPCookie() }
 
 // returnZero is the body of the probe programs that need no helpers.
 var returnZero = asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}
@@ -198,6 +205,38 @@ func probeTracingMulti() error {
 	}
 	defer prog.Close()
 	l, err := rawbpf.AttachTracingMulti(prog, rawbpf.AttachTraceFEntryMulti, []btf.TypeID{id}, nil)
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
+
+// tracepoint is the harmless tracepoint the raw_tp probe attaches to: it
+// fires only when a BPF program calls bpf_trace_printk.
+const tracepoint = "bpf_trace_printk"
+
+func probeRawTracepointCookie() error {
+	prog, err := newProgram(&ebpf.ProgramSpec{
+		Type: ebpf.RawTracepoint,
+		Instructions: asm.Instructions{
+			asm.FnGetAttachCookie.Call(),
+			asm.Mov.Imm(asm.R0, 0),
+			asm.Return(),
+		},
+	})
+	var verr *ebpf.VerifierError
+	if errors.As(err, &verr) {
+		// Kernels before 6.10 reject the helper in raw_tp programs.
+		return fmt.Errorf("bpf_get_attach_cookie rejected in raw_tp programs: %w (%w)", ebpf.ErrNotSupported, err)
+	}
+	if err != nil {
+		return fmt.Errorf("load raw_tp program: %w", err)
+	}
+	defer prog.Close()
+	l, err := rawbpf.AttachRawTracepoint(prog, tracepoint, 1)
+	if errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("a raw tracepoint's attach cookie refused: %w (%w)", ebpf.ErrNotSupported, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -17,11 +17,11 @@ import (
 var expected = map[string][]string{
 	"amd64-5.10": {"kprobe", "fentry", "ring buffer"},
 	"amd64-6.1":  append(since511, "fentry", "func args"),
-	"amd64-6.12": append(since511, "fentry", "func args", "kprobe.multi", "kprobe.session"),
-	"amd64-7.3":  append(since511, "fentry", "func args", "kprobe.multi", "kprobe.session", "fsession", "tracing_multi"),
+	"amd64-6.12": append(since511, "fentry", "func args", "kprobe.multi", "kprobe.session", "raw_tp cookie"),
+	"amd64-7.3":  append(since511, "fentry", "func args", "kprobe.multi", "kprobe.session", "raw_tp cookie", "fsession", "tracing_multi"),
 	"arm64-5.10": {"kprobe", "ring buffer"},
-	"arm64-6.12": append(since511, "fentry", "func args"),
-	"arm64-7.3":  append(since511, "fentry", "func args", "kprobe.multi", "kprobe.session", "fsession"),
+	"arm64-6.12": append(since511, "fentry", "func args", "raw_tp cookie"),
+	"arm64-7.3":  append(since511, "fentry", "func args", "kprobe.multi", "kprobe.session", "raw_tp cookie", "fsession"),
 }
 
 // since511 are the features every test bed kernel from 6.1 has.

@@ -31,6 +31,7 @@ var All = []Feature{
 	{"func args", "5.17", FuncArgHelpers},
 	{"kprobe.multi", "5.18", KprobeMulti},
 	{"kprobe.session", "6.10", KprobeSession},
+	{"raw_tp cookie", "6.10", RawTracepointCookie},
 	{"fsession", "7.0", Fsession},
 	{"tracing_multi", "7.2, x86-64", TracingMulti},
 }

@@ -2,8 +2,9 @@
 
 // Package rawbpf loads and attaches the BPF tracing programs that
 // github.com/cilium/ebpf v0.22 cannot handle yet: fsession programs
-// (Linux 7.0) and the fentry.multi, fexit.multi and fsession.multi programs
-// of the tracing_multi link (Linux 7.2, x86-64 only).
+// (Linux 7.0), the fentry.multi, fexit.multi and fsession.multi programs
+// of the tracing_multi link (Linux 7.2, x86-64 only), and raw tracepoints
+// with an attach cookie (Linux 6.10).
 //
 // It speaks bpf(2) directly, one small file per command, so that each piece
 // can be replaced by the library's API once the library has it. Programs
