@@ -182,9 +182,11 @@ static __always_inline void finish_exit(void *ctx, __u64 ret, int kprobe)
 		exit_only(ctx, kprobe ? func_at(ctx, key) : (__u32)bpf_get_attach_cookie(ctx), ret);
 }
 
-/* The kprobe argument of enter, finish and send: programs serving many
- * functions, or one (kprobe_one, and fentry_one, which saves the slots
- * as kprobes do), which knows its capture count as trawl_nr_caps. */
+/* The kprobe argument of enter, finish and send, for programs that save
+ * the slots in the call: programs serving many functions (kprobes, and
+ * raw_tp_capture, which serves every tracepoint), or one (kprobe_one, and
+ * fentry_one and tp_btf_one, which save the slots as kprobes do), which
+ * knows its capture count as trawl_nr_caps. */
 #define KPROBE_MANY 1
 #define KPROBE_ONE 2
 

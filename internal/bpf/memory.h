@@ -232,8 +232,9 @@ static __always_inline int capture(struct frame *f, const struct plan *p, __u64 
  * body with "r0 = N; exit", N the function's count: being static, it is
  * verified as part of its caller, which then knows N and walks the
  * capture loop N times rather than MAX_CAPS. Programs serving many
- * functions keep this body; kprobe programs serving many functions,
- * verified once, read p->nr_caps without the call. */
+ * functions keep this body; the programs serving many functions that
+ * save the slots in the call (kprobes, raw_tp_capture), verified once,
+ * read p->nr_caps without the call. */
 static __noinline __u64 trawl_nr_caps(const struct plan *p)
 {
 	__u64 n = p->nr_caps;
