@@ -22,7 +22,8 @@ func newFeaturesCommand() *cobra.Command {
 		Long: `features probes the running kernel for each feature trawl's backends use
 (kprobes, fentry, the ring buffer, task storage, bpf_get_current_task_btf,
 pointer arguments of global functions, function arguments, kprobe.multi,
-kprobe.session, fsession, tracing_multi) and says for each missing one why:
+kprobe.session, raw tracepoint cookies, fsession, tracing_multi) and says
+for each missing one why:
 a kernel too old, or one built without CONFIG_FPROBE or CONFIG_KPROBES;
 then where the kernel's BTF comes from (the kernel, or the file --btf
 names), and which backend --backend auto picks, by the number of
