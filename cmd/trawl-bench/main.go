@@ -21,8 +21,9 @@
 //     with scalar arguments, against an empty program of the same attach
 //     type and against no program at all, measured in the same run;
 //   - tracepoints: the time to attach N tracepoints (trawl.Open, the trawl
-//     command, empty tp_btf programs, bpftrace), and the per-call cost of
-//     a tracepoint under trawl, an empty tp_btf program and none.
+//     command, empty programs as trawl attaches them, bpftrace), and the
+//     per-call cost of a tracepoint under trawl, an empty program and
+//     none.
 //
 // Under TCG emulation absolute times say little: compare the ratios.
 //

@@ -23,20 +23,40 @@ import (
 	"github.com/trawl-dev/trawl"
 	"github.com/trawl-dev/trawl/cmd/trawl-bench/measure"
 	"github.com/trawl-dev/trawl/internal/kernel"
+	"github.com/trawl-dev/trawl/internal/kernel/features"
+	"github.com/trawl-dev/trawl/internal/kernel/rawbpf"
 	"github.com/trawl-dev/trawl/internal/vmtest/guest"
 )
 
-// tpParallel is how many empty tp_btf programs the floor loads and
-// attaches at once: as many as trawl attaches tracepoints with
-// (fentryParallel in internal/backend).
+// tpParallel is how many tracepoints the floor attaches at once: as many
+// as trawl attaches tracepoints with (fentryParallel in
+// internal/backend).
 const tpParallel = 32
 
-// emptyTracepoints loads an empty tp_btf program for each event and
-// attaches it, tpParallel at a time, as trawl attaches tracepoints. It
-// returns the links and programs, to be closed in order.
+// emptyTracepoints attaches an empty program to each event, tpParallel at
+// a time, as trawl attaches tracepoints: one raw_tp program linked to
+// every event with a cookie where the kernel takes one
+// (features.RawTracepointCookie, 6.10), else a tp_btf program per event.
+// It returns the links and programs, to be closed in order.
 func emptyTracepoints(ctx context.Context, events []string) ([]io.Closer, error) {
 	var mu sync.Mutex
 	var closers []io.Closer
+	var shared []io.Closer // the raw_tp program, closed after its links
+	attach := emptyTracepoint
+	if features.RawTracepointCookie() == nil {
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.RawTracepoint, License: "GPL", Instructions: returnZero})
+		if err != nil {
+			return nil, fmt.Errorf("load an empty raw_tp program: %w", err)
+		}
+		shared = append(shared, prog)
+		attach = func(event string) ([]io.Closer, error) {
+			l, err := rawbpf.AttachRawTracepoint(prog, event, 1)
+			if err != nil {
+				return nil, fmt.Errorf("attach an empty raw_tp program to %s: %w", event, err)
+			}
+			return []io.Closer{l}, nil
+		}
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(tpParallel)
 	for _, ev := range events {
@@ -44,14 +64,16 @@ func emptyTracepoints(ctx context.Context, events []string) ([]io.Closer, error)
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			c, err := emptyTracepoint(ev)
+			c, err := attach(ev)
 			mu.Lock()
 			closers = append(closers, c...)
 			mu.Unlock()
 			return err
 		})
 	}
-	if err := g.Wait(); err != nil {
+	err := g.Wait()
+	closers = append(closers, shared...)
+	if err != nil {
 		closeAll(closers)
 		return nil, err
 	}
@@ -81,7 +103,7 @@ func emptyTracepoint(event string) ([]io.Closer, error) {
 	return []io.Closer{l, p}, nil
 }
 
-// tracepointFloorOnce attaches empty tp_btf programs to fns (catalogue
+// tracepointFloorOnce attaches empty programs to fns (catalogue
 // tracepoints) and closes them, timing both.
 func tracepointFloorOnce(ctx context.Context, fns []*kernel.Function) (attachResult, error) {
 	events := make([]string, len(fns))
@@ -103,8 +125,8 @@ func tracepointFloorOnce(ctx context.Context, fns []*kernel.Function) (attachRes
 
 // benchTracepointAttach measures attaching n tracepoints picked evenly
 // from the catalogue's, each named by a `tp:SUBSYSTEM:EVENT` pattern:
-// trawl.Open in this process, the trawl command, empty tp_btf programs on
-// the tracepoints trawl attached (the floor) and, when the guest has it,
+// trawl.Open in this process, the trawl command, empty programs on the
+// tracepoints trawl attached, as trawl attaches them (the floor) and, when the guest has it,
 // bpftrace's tracepoint probes on them when withBpftrace; rounds
 // times each, in turns, the fastest counting.
 func benchTracepointAttach(ctx context.Context, cat *kernel.Catalogue, n, rounds int, withBpftrace bool) error {
@@ -198,7 +220,7 @@ func benchTracepointAttach(ctx context.Context, cat *kernel.Catalogue, n, rounds
 		}
 		results[slot] = measured{r: measure.Fastest(runs[j].Results, func(r attachResult) time.Duration { return r.open })}
 	}
-	fmt.Printf("%d tracepoints picked evenly by name from the kernel's %d BTF-typed ones, each named by a `tp:SUBSYSTEM:EVENT` pattern: trawl.Open (backend auto) then Close in this process, which holds the catalogue; the trawl command (`trawl --debug` with the tracepoints trawl.Open attached, tracing the whole system), from its start until it says it is tracing and from an interrupt then until it exits; the floor: an empty tp_btf program (`return 0`) loaded and attached to each of the same tracepoints, %d at a time as trawl attaches them; bpftrace with a `tracepoint:SUBSYSTEM:EVENT` probe on each, `{ @[probe] = count(); }` (one program per probe), `BEGIN { exit(); }`, from its start until it says every probe is attached. %d rounds in turns, the fastest of each counting. Ratios: over the floor's open; bpftrace's open over the command's.\n\n",
+	fmt.Printf("%d tracepoints picked evenly by name from the kernel's %d BTF-typed ones, each named by a `tp:SUBSYSTEM:EVENT` pattern: trawl.Open (backend auto) then Close in this process, which holds the catalogue; the trawl command (`trawl --debug` with the tracepoints trawl.Open attached, tracing the whole system), from its start until it says it is tracing and from an interrupt then until it exits; the floor: empty programs (`return 0`) attached to the same tracepoints as trawl attaches them, %d at a time: one raw_tp program linked to each with a cookie (6.10), or before a tp_btf program loaded for each; bpftrace with a `tracepoint:SUBSYSTEM:EVENT` probe on each, `{ @[probe] = count(); }` (one program per probe), `BEGIN { exit(); }`, from its start until it says every probe is attached. %d rounds in turns, the fastest of each counting. Ratios: over the floor's open; bpftrace's open over the command's.\n\n",
 		len(set), len(all), tpParallel, rounds)
 	t := measure.NewTable(os.Stdout, tracepointAttachColumns...)
 	t.Row(tracepointAttachRow(len(set), results[0], results[1], results[2], results[3])...)
@@ -283,8 +305,9 @@ func (r tpRound) String() string {
 const smallBytes = 8
 
 // benchTracepointCalls measures, in rounds, the time per prctl
-// (PR_SET_NAME) call with nothing on task_rename, with an empty tp_btf
-// program on it and with trawl tracing it, and prints the table. The
+// (PR_SET_NAME) call with nothing on task_rename, with an empty program
+// on it (as trawl attaches one, see emptyTracepoints) and with trawl
+// tracing it, and prints the table. The
 // measuring thread is pinned to CPU 0.
 func benchTracepointCalls(ctx context.Context, rounds int, target time.Duration) error {
 	unpin, err := pinCPU0()
@@ -310,7 +333,7 @@ func benchTracepointCalls(ctx context.Context, rounds int, target time.Duration)
 		return err
 	}
 	fmt.Printf("### Tracepoints: per call\n\n")
-	fmt.Printf("`prctl(PR_SET_NAME)` with the thread's own name, which fires `%s` once a call, %d calls per measurement after %d warm-up calls, timed in %d blocks of which the fastest counts, on CPU 0 with the garbage collector off; per round: no program (baseline), an empty tp_btf program (`return 0`) on the tracepoint, trawl's session on `%s` (no filter, ring buffer not read during the run; every call checked to be captured: the tracepoint's struct task_struct * and const char * arguments, 256 bytes of the task and the name); small: the same session copying %d bytes of each (`--struct-bytes %d --string-bytes %d`). Median of %d rounds; the ratio is (trawl - baseline) / (empty - baseline) per round, median and range.\n\n",
+	fmt.Printf("`prctl(PR_SET_NAME)` with the thread's own name, which fires `%s` once a call, %d calls per measurement after %d warm-up calls, timed in %d blocks of which the fastest counts, on CPU 0 with the garbage collector off; per round: no program (baseline), an empty program (`return 0`) on the tracepoint as trawl attaches its own (raw_tp with a cookie from 6.10, else tp_btf), trawl's session on `%s` (no filter, ring buffer not read during the run; every call checked to be captured: the tracepoint's struct task_struct * and const char * arguments, 256 bytes of the task and the name); small: the same session copying %d bytes of each (`--struct-bytes %d --string-bytes %d`). Median of %d rounds; the ratio is (trawl - baseline) / (empty - baseline) per round, median and range.\n\n",
 		callTracepoint, n, n/10, blocks, callTracepointPattern, smallBytes, smallBytes, smallBytes, rounds)
 	row := tpRow{tracepoint: callTracepointPattern, err: runs[0].Err}
 	for _, r := range runs[0].Results {
@@ -327,7 +350,7 @@ func tracepointRound(ctx context.Context, ren *renamer, n int) (tpRound, error) 
 	if err != nil {
 		return r, err
 	}
-	closers, err := emptyTracepoint(callTracepoint)
+	closers, err := emptyTracepoints(ctx, []string{callTracepoint})
 	if err != nil {
 		return r, err
 	}
