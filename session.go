@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -257,6 +258,7 @@ func (s *Session) Read(ctx context.Context, c *Call) error {
 			// A record that does not decode is skipped and counted,
 			// not the end of the trace.
 			s.malformed.Add(1)
+			slog.Debug("record skipped", "err", err)
 			continue
 		}
 		return nil

@@ -168,6 +168,7 @@ static __always_inline void finish(void *ctx, struct call *c, __u32 d, __u64 ret
 /* finish_exit sends the call that returns, or an exit without its entry. */
 static __always_inline void finish_exit(void *ctx, __u64 ret, int kprobe)
 {
+	struct shadow *s;
 	__u64 key;
 	__u32 d = 0;
 	struct call *c;
@@ -175,10 +176,11 @@ static __always_inline void finish_exit(void *ctx, __u64 ret, int kprobe)
 	if (outside_exit())
 		return;
 	key = kprobe ? bpf_get_func_ip(ctx) : (__u64)ctx;
-	c = pop(key, &d);
-	if (c)
+	c = pop(key, &d, &s);
+	if (c) {
 		finish(ctx, c, d, ret, kprobe);
-	else
+		leave(s, d);
+	} else
 		exit_only(ctx, kprobe ? func_at(ctx, key) : (__u32)bpf_get_attach_cookie(ctx), ret);
 }
 

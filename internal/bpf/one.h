@@ -29,15 +29,17 @@ static __noinline __u32 trawl_func(void)
  * entry. */
 static __always_inline void one_exit(void *ctx, __u32 func, __u64 ret)
 {
+	struct shadow *s;
 	__u32 d = 0;
 	struct call *c;
 
 	if (outside_exit())
 		return;
-	c = pop(func, &d);
-	if (c)
+	c = pop(func, &d, &s);
+	if (c) {
 		finish(ctx, c, d, ret, KPROBE_ONE);
-	else
+		leave(s, d);
+	} else
 		exit_only(ctx, func, ret);
 }
 

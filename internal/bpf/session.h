@@ -58,10 +58,9 @@ static __always_inline void session_exit(void *ctx, __u64 ret, int kprobe)
 	d = *cookie - 1;
 	if (s->depth > d + 1)
 		count(CNT_MISS_EXIT);
-	s->depth = d;
-	shut_gate(s);
 	if (d < MAX_DEPTH)
 		finish(ctx, &s->calls[slot_of(d)], d, ret, kprobe);
+	leave(s, d);
 }
 
 /* The lean --stats path of the session backends. When calls are only

@@ -110,16 +110,28 @@ static __always_inline int is_call(struct call *c, __u64 key)
 	return c->ip == key;
 }
 
+/* leave takes the calls from depth d up off the task's shadow s, once
+ * the call at d is sent. An exit lowers the depth only then: until then
+ * a program an interrupt runs on this task pushes its call above the
+ * exiting one, not over its call and its frame, from which the exiting
+ * call's record is being copied. */
+static __always_inline void leave(struct shadow *s, __u32 d)
+{
+	s->depth = d;
+	shut_gate(s);
+}
+
 /* pop finds the call that returns, the innermost call keyed key (as
- * call.ip), and returns it with its depth in *dp. Calls above
- * it are calls whose exit was missed. Without one, the entry was missed or
- * not traced. */
-static __always_inline struct call *pop(__u64 key, __u32 *dp)
+ * call.ip), and returns it with its depth in *dp and the task's shadow in
+ * *sp, for leave once it is sent. Calls above it are calls whose exit was
+ * missed. Without one, the entry was missed or not traced. */
+static __always_inline struct call *pop(__u64 key, __u32 *dp, struct shadow **sp)
 {
 	struct shadow *s = get_shadow(0);
 	struct call *c;
 	__u32 d;
 
+	*sp = s;
 	if (!s || !s->depth)
 		return 0;
 	d = s->depth;
@@ -131,8 +143,7 @@ static __always_inline struct call *pop(__u64 key, __u32 *dp)
 	/* Most often the call on top: try it before the search. */
 	c = &s->calls[slot_of(d - 1)];
 	if (is_call(c, key)) {
-		s->depth = *dp = d - 1;
-		shut_gate(s);
+		*dp = d - 1;
 		return c;
 	}
 	for (int i = 0; i < MAX_DEPTH; i++) {
@@ -142,8 +153,7 @@ static __always_inline struct call *pop(__u64 key, __u32 *dp)
 		c = &s->calls[slot_of(d)];
 		if (is_call(c, key)) {
 			count(CNT_MISS_EXIT);
-			s->depth = *dp = d;
-			shut_gate(s);
+			*dp = d;
 			return c;
 		}
 	}
