@@ -32,6 +32,20 @@ const roleEnv = "TRAWL_TEST_ROLE"
 // a loop, for the duration in the second argument (0s: for ever).
 const hotloopArg = "__hotloop"
 
+// startHotloop starts the test binary calling getppid in a loop until
+// the test ends.
+func startHotloop(t *testing.T) {
+	t.Helper()
+	loop := exec.Command(os.Args[0], hotloopArg, "0s")
+	if err := loop.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		loop.Process.Kill()
+		loop.Wait()
+	})
+}
+
 func TestMain(m *testing.M) {
 	switch {
 	case len(os.Args) == 3 && os.Args[1] == hotloopArg:
@@ -446,14 +460,7 @@ func TestStopSystemWide(t *testing.T) {
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			loop := exec.Command(os.Args[0], hotloopArg, "0s")
-			if err := loop.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				loop.Process.Kill()
-				loop.Wait()
-			}()
+			startHotloop(t)
 			first := make(chan error, 1)
 			go func() {
 				br := bufio.NewReader(stdout)

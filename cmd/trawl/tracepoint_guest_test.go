@@ -5,7 +5,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -293,14 +292,7 @@ func TestTracepointTrack(t *testing.T) {
 func TestRecordsWholeUnderInterrupts(t *testing.T) {
 	guest.Require(t)
 	guest.Only(t, "every tracepoint under a getppid loop", "amd64-7.3", "arm64-7.3")
-	loop := exec.Command(os.Args[0], hotloopArg, "0s")
-	if err := loop.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		loop.Process.Kill()
-		loop.Wait()
-	}()
+	startHotloop(t)
 	out := filepath.Join(t.TempDir(), "trace.json")
 	cmd := trawlCmd("--json", "-o", out, "-d", "8s", "tp:*", hotFunc)
 	_, stderr, status := runLimited(t, cmd, 2*startLimit+stopLimit)
