@@ -157,7 +157,7 @@ func (s *Session) StackCounts() ([]StackCount, error) {
 	if s.closed {
 		return s.finalStackCounts, nil
 	}
-	return s.stackCounts()
+	return s.stackCounts(nil)
 }
 
 // byFunction returns the counts of a session without stacks: each
@@ -170,10 +170,15 @@ func byFunction(fs []call.FunctionStats) []StackCount {
 	return counts
 }
 
-// stackCounts reads StackCounts from the maps, with mu held.
-func (s *Session) stackCounts() ([]StackCount, error) {
+// stackCounts reads StackCounts from the maps, with mu held. Without
+// stacks they are the functions' calls: those of fs if the caller has
+// just read them, else read here.
+func (s *Session) stackCounts(fs []call.FunctionStats) ([]StackCount, error) {
 	if s.stacks == nil && s.ustacks == nil {
-		fs, err := s.functionStats()
+		var err error
+		if fs == nil {
+			fs, err = s.functionStats()
+		}
 		return byFunction(fs), err
 	}
 	var counts []StackCount

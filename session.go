@@ -467,12 +467,8 @@ func (s *Session) close() error {
 			if s.aggregate && s.capture.Collection != nil {
 				fs, fsErr := s.functionStats()
 				s.finalStats = fs
-				var scErr error
-				if s.stacks == nil && s.ustacks == nil {
-					s.finalStackCounts = byFunction(fs)
-				} else {
-					s.finalStackCounts, scErr = s.stackCounts()
-				}
+				sc, scErr := s.stackCounts(fs)
+				s.finalStackCounts = sc
 				err = errors.Join(err, fsErr, scErr)
 			}
 			return err

@@ -211,9 +211,9 @@ func probeTracingMulti() error {
 	return l.Close()
 }
 
-// tracepoint is the harmless tracepoint the raw_tp probe attaches to: it
-// fires only when a BPF program calls bpf_trace_printk.
-const tracepoint = "bpf_trace_printk"
+// quietTracepoint is the harmless tracepoint the raw_tp probe attaches
+// to: it fires only when a BPF program calls bpf_trace_printk.
+const quietTracepoint = "bpf_trace_printk"
 
 func probeRawTracepointCookie() error {
 	prog, err := newProgram(&ebpf.ProgramSpec{
@@ -233,7 +233,7 @@ func probeRawTracepointCookie() error {
 		return fmt.Errorf("load raw_tp program: %w", err)
 	}
 	defer prog.Close()
-	l, err := rawbpf.AttachRawTracepoint(prog, tracepoint, 1)
+	l, err := rawbpf.AttachRawTracepoint(prog, quietTracepoint, 1)
 	if errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("a raw tracepoint's attach cookie refused: %w (%w)", ebpf.ErrNotSupported, err)
 	}
